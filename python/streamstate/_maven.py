@@ -1,0 +1,109 @@
+"""Resolving jars from Maven Central with Maven itself.
+
+Maven honours the machine's own repository settings (mirrors, proxies, ``~/.m2``), which Spark's
+Ivy-based ``spark.jars.packages`` does not; Ivy also fails on Spark's Kafka connector, whose
+``spark-token-provider-kafka-0-10`` dependency is declared with a ``test-jar`` it cannot find.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+__all__ = ["MavenError", "cache_dir", "resolve_jars"]
+
+_DONE_MARKER = ".resolved"
+
+
+class MavenError(RuntimeError):
+    """Maven could not resolve the requested artifacts; the message holds Maven's own output."""
+
+
+def cache_dir() -> Path:
+    """The download cache: ``$STREAMSTATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/streamstate``,
+    else ``~/.cache/streamstate``."""
+    explicit = os.environ.get("STREAMSTATE_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "streamstate"
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes (two test runs resolving at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _pom(coordinates: Sequence[str]) -> str:
+    deps = []
+    for coordinate in coordinates:
+        group, artifact, version = coordinate.split(":")
+        deps.append(
+            "    <dependency>"
+            f"<groupId>{escape(group)}</groupId>"
+            f"<artifactId>{escape(artifact)}</artifactId>"
+            f"<version>{escape(version)}</version>"
+            "</dependency>"
+        )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+        "  <modelVersion>4.0.0</modelVersion>\n"
+        "  <groupId>streamstate.local</groupId><artifactId>jars</artifactId>"
+        "<version>0</version>\n"
+        "  <dependencies>\n" + "\n".join(deps) + "\n  </dependencies>\n</project>\n"
+    )
+
+
+def resolve_jars(coordinates: Sequence[str], dest: Path) -> list[Path]:
+    """Copies ``group:artifact:version`` artifacts and their runtime dependencies into ``dest``.
+
+    Idempotent and safe to call from several processes: a marker file records a completed
+    resolution, and a lock serialises concurrent ones. Returns the jar paths.
+    """
+    marker = dest / _DONE_MARKER
+    with file_lock(dest.with_name(dest.name + ".lock")):
+        if not marker.exists():
+            if shutil.which("mvn") is None:
+                raise MavenError("Maven ('mvn') is not on PATH; it is needed to fetch jars")
+            if dest.exists():
+                shutil.rmtree(dest)
+            with tempfile.TemporaryDirectory(prefix="streamstate-mvn-") as tmp:
+                pom = Path(tmp) / "pom.xml"
+                pom.write_text(_pom(coordinates))
+                staging = Path(tmp) / "jars"
+                cmd = [
+                    "mvn",
+                    "-B",
+                    "-q",
+                    "-f",
+                    str(pom),
+                    "dependency:copy-dependencies",
+                    f"-DoutputDirectory={staging}",
+                    "-DincludeScope=runtime",
+                ]
+                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
+                    raise MavenError(
+                        f"mvn could not resolve {', '.join(coordinates)} "
+                        f"(exit {proc.returncode}):\n{tail}"
+                    )
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(staging), str(dest))
+            marker.write_text("\n".join(coordinates) + "\n")
+    return sorted(dest.glob("*.jar"))

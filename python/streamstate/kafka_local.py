@@ -1,0 +1,1252 @@
+"""A real single-node Apache Kafka broker on this machine, for demos and tests.
+
+The broker runs in KRaft mode with one JVM acting as both broker and controller. Its jars come
+from Maven Central, resolved once by Maven into a cache directory; a second call reuses them. If
+``KAFKA_HOME`` names an unpacked Kafka distribution, its ``libs/`` is used instead and nothing is
+downloaded.
+
+Each broker lives in an *instance directory* (default ``<cache>/instances/default``)::
+
+    kafka.pid           pid of the broker JVM while it runs
+    bootstrap.txt       the PLAINTEXT address clients connect to, e.g. ``127.0.0.1:40123``
+    server.properties   the broker configuration written at start
+    log4j2.properties   where the broker logs (to broker.log, never to the console)
+    broker.log          the broker's log4j output plus the JVM's stdout and stderr
+    data/               the log directory (``log.dirs``), KRaft metadata included
+
+The broker is detached: it keeps running after the Python process that started it exits, until
+:meth:`LocalKafka.stop` (or ``streamstate kafka stop``). Topics are **not** created on demand
+(``auto.create.topics.enable=false``): a typo in a topic name fails loudly instead of silently
+creating a new topic, and tests create every topic explicitly with the partition count they need.
+
+:class:`KafkaTestCluster` wraps a broker with the small client helpers the test suites and
+benchmarks share (create a topic, produce, cut the log, read offsets, make consumers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "KAFKA_VERSION",
+    "KafkaTestCluster",
+    "LocalKafka",
+    "LocalKafkaError",
+    "cache_dir",
+    "main",
+    "resolve_kafka",
+]
+
+KAFKA_VERSION: str = "4.1.2"
+"""The Apache Kafka release the local broker runs (``org.apache.kafka:kafka_2.13``)."""
+
+_SCALA_VERSION = "2.13"
+# Kafka 4.1 logs through SLF4J 1.7 and ships log4j2 (api + core) but no SLF4J binding: without one
+# every SLF4J logger (most of the broker) would be dropped. log4j-slf4j-impl is the SLF4J 1.x ->
+# log4j2 bridge, at the log4j2 version Kafka 4.1.2 itself depends on.
+_LOG4J_VERSION = "2.25.3"
+# Pinned so the resolve does not depend on whatever plugin version Maven would pick by prefix.
+_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+_RESOLVED_MARKER = ".resolved"
+_BOOTSTRAP_ENV = "STREAMSTATE_BOOTSTRAP_SERVERS"
+_HOST = "127.0.0.1"
+_LOG_TAIL_LINES = 40
+
+_log = logging.getLogger("streamstate.kafka_local")
+# librdkafka's own log lines (e.g. "connection refused" while the broker boots) go here rather
+# than straight to stderr.
+_client_log = logging.getLogger("streamstate.kafka_local.client")
+
+
+class LocalKafkaError(RuntimeError):
+    """The local broker could not be resolved, started, stopped or used.
+
+    ``message`` is one line suitable for a CLI; ``detail`` (may be ``None``) holds supporting
+    output such as the last lines of the broker log. ``str()`` gives both.
+    """
+
+    message: str
+    detail: str | None
+
+    def __init__(self, message: str, *, detail: str | None = None) -> None:
+        self.message = message
+        self.detail = detail
+        super().__init__(message if not detail else f"{message}\n{detail}")
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving the broker jars
+# --------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """Return the streamstate cache directory (it is not created here).
+
+    ``$STREAMSTATE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/streamstate`` if ``XDG_CACHE_HOME``
+    is set, else ``~/.cache/streamstate``.
+    """
+    explicit = os.environ.get("STREAMSTATE_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "streamstate"
+    return Path.home() / ".cache" / "streamstate"
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _has_jars(directory: Path) -> bool:
+    return directory.is_dir() and any(directory.glob("*.jar"))
+
+
+def _kafka_home_libs() -> Path | None:
+    home = os.environ.get("KAFKA_HOME")
+    if not home:
+        return None
+    libs = Path(home).expanduser() / "libs"
+    if _has_jars(libs):
+        return libs
+    _log.warning("KAFKA_HOME=%s has no libs/*.jar; resolving Kafka from Maven instead", home)
+    return None
+
+
+def _libs_version(libs: Path) -> str | None:
+    """The Kafka version of the ``kafka_<scala>-<version>.jar`` in ``libs``, if there is one."""
+    for jar in sorted(libs.glob("kafka_*.jar")):
+        stem = jar.name[: -len(".jar")]
+        _, _, rest = stem.partition("-")
+        if rest and rest[0].isdigit() and not rest.endswith(("-sources", "-javadoc", "-test")):
+            return rest
+    return None
+
+
+def _pom(version: str) -> str:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by streamstate.kafka_local: the runtime classpath of a Kafka {version} broker. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>streamstate.local</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>{version}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_{_SCALA_VERSION}</artifactId>
+      <version>{version}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>{_LOG4J_VERSION}</version>
+      <scope>runtime</scope>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def resolve_kafka(
+    version: str = KAFKA_VERSION, *, progress: Callable[[str], None] | None = None
+) -> Path:
+    """Return a directory holding every jar a Kafka broker needs, downloading them if needed.
+
+    If ``KAFKA_HOME`` points at a Kafka installation with jars in ``libs/``, that directory is
+    returned as is (``version`` is then not checked). Otherwise the jars of
+    ``org.apache.kafka:kafka_2.13:<version>`` plus a log4j2 binding are copied by Maven
+    (``mvn dependency:copy-dependencies``, local repository ``~/.m2``) into
+    ``<cache_dir()>/kafka-<version>/libs``. A marker file makes later calls free, and a file lock
+    makes concurrent callers (several test processes, say) wait for one download.
+
+    ``progress``, if given, receives a few human-readable status lines (the first resolve takes
+    tens of seconds).
+
+    Raises:
+        LocalKafkaError: Maven is missing or the resolve failed.
+    """
+    home_libs = _kafka_home_libs()
+    if home_libs is not None:
+        _log.info("using Kafka jars from KAFKA_HOME: %s", home_libs)
+        return home_libs
+
+    root = cache_dir() / f"kafka-{version}"
+    libs = root / "libs"
+    marker = root / _RESOLVED_MARKER
+    if marker.is_file() and _has_jars(libs):
+        return libs
+
+    root.mkdir(parents=True, exist_ok=True)
+    with _file_lock(root / ".lock"):
+        if marker.is_file() and _has_jars(libs):  # another process resolved it meanwhile
+            return libs
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise LocalKafkaError(
+                "Maven ('mvn') is not on PATH; install Maven or point KAFKA_HOME at an "
+                "unpacked Kafka distribution"
+            )
+        pom = root / "pom.xml"
+        pom.write_text(_pom(version), encoding="utf-8")
+        partial = root / "libs.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        message = f"resolving Kafka {version} from Maven Central into {libs} (first run only)"
+        _log.info(message)
+        if progress is not None:
+            progress(message)
+        started = time.monotonic()
+        command = [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
+            f"-DoutputDirectory={partial}",
+            "-DincludeScope=runtime",
+        ]
+        try:
+            result = subprocess.run(
+                command,
+                cwd=root,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except OSError as exc:
+            raise LocalKafkaError(f"could not run Maven: {exc}") from exc
+        expected = partial / f"kafka_{_SCALA_VERSION}-{version}.jar"
+        if result.returncode != 0 or not expected.is_file():
+            output = _tail(result.stdout + result.stderr)
+            raise LocalKafkaError(
+                f"Maven could not resolve org.apache.kafka:kafka_{_SCALA_VERSION}:{version} "
+                f"(exit code {result.returncode})",
+                detail=output or None,
+            )
+        shutil.rmtree(libs, ignore_errors=True)
+        partial.rename(libs)
+        jars = sorted(p.name for p in libs.glob("*.jar"))
+        marker.write_text("\n".join(jars) + "\n", encoding="utf-8")
+        message = f"resolved {len(jars)} jars in {time.monotonic() - started:.1f} s"
+        _log.info(message)
+        if progress is not None:
+            progress(message)
+    return libs
+
+
+# --------------------------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------------------------
+
+
+def _process_args(pid: int) -> list[str] | None:
+    """The command line of a live, non-zombie process, or ``None`` if there is no such process.
+
+    A killed broker whose parent does not reap it (its parent is init, and some container inits
+    never reap) stays a zombie: it holds no ports or files, so it counts as gone.
+    """
+    if pid <= 0:
+        return None
+    if Path("/proc/self").exists():
+        return _procfs_args(pid)
+    return _ps_args(pid)
+
+
+def _procfs_args(pid: int) -> list[str] | None:
+    proc = Path("/proc") / str(pid)
+    try:
+        stat = (proc / "stat").read_text(encoding="utf-8", errors="replace")
+        raw = (proc / "cmdline").read_bytes()
+    except OSError:
+        return None
+    # The state letter follows the parenthesised command name, which may contain spaces.
+    state = stat.rpartition(")")[2].split()[:1]
+    if state in (["Z"], ["X"]) or not raw:
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _ps_args(pid: int) -> list[str] | None:
+    """No procfs (macOS): ask ps. Arguments containing spaces come back split; good enough."""
+    try:
+        result = subprocess.run(
+            ["ps", "-o", "stat=,command=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    status, _, command = result.stdout.strip().partition(" ")
+    if result.returncode != 0 or not command or status.startswith("Z"):
+        return None
+    return command.split()
+
+
+def _port_open(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((_HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((_HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that are free on 127.0.0.1 right now."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((_HOST, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """A minimal reader for the ``key=value`` files this module writes."""
+    props: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return props
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "!")) or "=" not in stripped:
+            continue
+        key, _, value = stripped.partition("=")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def _escape_property(value: str) -> str:
+    return value.replace("\\", "\\\\")
+
+
+def _random_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64 without padding (as Kafka's Uuid)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not candidate.startswith("-"):  # Kafka avoids these: they look like CLI flags
+            return candidate
+
+
+def _java_executable() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("java")
+    if found is None:
+        raise LocalKafkaError(
+            "Java ('java') is not on PATH and JAVA_HOME is not set; Kafka 4 needs Java 17 or newer"
+        )
+    return found
+
+
+def _client_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": _client_log}
+    config.update(overrides)
+    return config
+
+
+# --------------------------------------------------------------------------------------------
+# The broker
+# --------------------------------------------------------------------------------------------
+
+
+class LocalKafka:
+    """One single-node KRaft Kafka broker living in an instance directory.
+
+    ``LocalKafka`` objects are cheap handles: the state is in the instance directory (pid file,
+    address), so a new object on the same directory, in this or another process, sees and can
+    stop a broker started by an earlier one. Used as a context manager it starts a *fresh*
+    broker on entry and stops it on exit::
+
+        with LocalKafka(tmp_path / "kafka") as kafka:
+            producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    """
+
+    instance_dir: Path
+    version: str
+    heap_mb: int
+
+    def __init__(
+        self,
+        instance_dir: Path | str | None = None,
+        *,
+        version: str = KAFKA_VERSION,
+        heap_mb: int = 1024,
+    ) -> None:
+        """Make a handle on the broker in ``instance_dir`` (default ``<cache>/instances/default``).
+
+        ``version`` is the Kafka release to run and ``heap_mb`` the JVM's maximum heap; both only
+        matter when this handle starts the broker.
+        """
+        if heap_mb < 64:
+            raise ValueError(f"heap_mb must be at least 64, got {heap_mb}")
+        base = (
+            Path(instance_dir)
+            if instance_dir is not None
+            else cache_dir() / "instances" / "default"
+        )
+        self.instance_dir = base.expanduser().resolve()
+        self.version = version
+        self.heap_mb = heap_mb
+
+    def __repr__(self) -> str:
+        return f"LocalKafka({str(self.instance_dir)!r}, version={self.version!r})"
+
+    # -- paths --------------------------------------------------------------------------------
+
+    @property
+    def pid_file(self) -> Path:
+        """``kafka.pid`` in the instance directory."""
+        return self.instance_dir / "kafka.pid"
+
+    @property
+    def bootstrap_file(self) -> Path:
+        """``bootstrap.txt`` in the instance directory."""
+        return self.instance_dir / "bootstrap.txt"
+
+    @property
+    def properties_file(self) -> Path:
+        """``server.properties`` in the instance directory."""
+        return self.instance_dir / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        """``data/``, the broker's ``log.dirs``."""
+        return self.instance_dir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        """``broker.log``: the broker's log and the JVM's console output."""
+        return self.instance_dir / "broker.log"
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _owns(self, args: list[str]) -> bool:
+        return "kafka.Kafka" in args and str(self.properties_file) in args
+
+    def _read_pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+
+    def _live_pid(self) -> int | None:
+        """The pid in the pid file if it is this instance's running broker JVM, else ``None``."""
+        pid = self._read_pid()
+        if pid is None:
+            return None
+        args = _process_args(pid)
+        if args is None or not self._owns(args):
+            return None
+        return pid
+
+    def _alive(self, pid: int) -> bool:
+        args = _process_args(pid)
+        return args is not None and self._owns(args)
+
+    def _clear_runtime_files(self) -> None:
+        for path in (self.pid_file, self.bootstrap_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _read_bootstrap(self) -> str | None:
+        try:
+            text = self.bootstrap_file.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        return text or None
+
+    @property
+    def bootstrap_servers(self) -> str | None:
+        """The broker's ``host:port`` if it is running, else ``None``."""
+        if self._live_pid() is None:
+            return None
+        return self._read_bootstrap()
+
+    def status(self) -> dict[str, object]:
+        """Report on the broker: ``running``, ``pid``, ``bootstrap_servers``, ``instance_dir``,
+        ``version``. ``pid`` and ``bootstrap_servers`` are ``None`` when it is not running."""
+        pid = self._live_pid()
+        return {
+            "running": pid is not None,
+            "pid": pid,
+            "bootstrap_servers": self._read_bootstrap() if pid is not None else None,
+            "instance_dir": str(self.instance_dir),
+            "version": self.version,
+        }
+
+    # -- start ----------------------------------------------------------------------------------
+
+    def _ports(self, fresh: bool) -> tuple[int, int]:
+        """Broker and controller ports: the previous ones if still free, so a restarted broker
+        keeps its address, else two new free ones."""
+        if not fresh:
+            props = _read_properties(self.properties_file)
+            ports: list[int] = []
+            for listener in props.get("listeners", "").split(","):
+                _, _, port = listener.rpartition(":")
+                if port.isdigit():
+                    ports.append(int(port))
+            if len(ports) == 2 and all(_port_free(p) for p in ports):
+                return ports[0], ports[1]
+        broker, controller = _free_ports(2)
+        return broker, controller
+
+    def _write_config(self, broker_port: int, controller_port: int) -> None:
+        log_dir = _escape_property(str(self.data_dir))
+        lines = [
+            "# Generated by streamstate.kafka_local; rewritten on every start.",
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@{_HOST}:{controller_port}",
+            f"listeners=PLAINTEXT://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}",
+            f"advertised.listeners=PLAINTEXT://{_HOST}:{broker_port}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={log_dir}",
+            "num.partitions=1",
+            "default.replication.factor=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            # Topics exist only when created explicitly; see the module docstring.
+            "auto.create.topics.enable=false",
+            "num.network.threads=2",
+            "num.io.threads=4",
+            "num.recovery.threads.per.data.dir=1",
+            "log.retention.hours=-1",
+            "log.segment.bytes=67108864",
+            "",
+        ]
+        self.properties_file.write_text("\n".join(lines), encoding="utf-8")
+        log4j = [
+            "# Generated by streamstate.kafka_local: the broker logs to broker.log only.",
+            "status = warn",
+            "appender.file.type = File",
+            "appender.file.name = file",
+            f"appender.file.fileName = {_escape_property(str(self.log_file))}",
+            "appender.file.append = true",
+            "appender.file.layout.type = PatternLayout",
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+            "rootLogger.level = INFO",
+            "rootLogger.appenderRef.file.ref = file",
+            "logger.request.name = kafka.request.logger",
+            "logger.request.level = WARN",
+            "logger.state.name = state.change.logger",
+            "logger.state.level = WARN",
+            "logger.cleaner.name = kafka.log.LogCleaner",
+            "logger.cleaner.level = WARN",
+            "",
+        ]
+        self._log4j_file.write_text("\n".join(log4j), encoding="utf-8")
+
+    @property
+    def _log4j_file(self) -> Path:
+        return self.instance_dir / "log4j2.properties"
+
+    def _log_tail(self) -> str:
+        try:
+            text = self.log_file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no broker log)"
+        return f"last lines of {self.log_file}:\n{_tail(text)}"
+
+    def _format_storage(self, java: str, classpath: str) -> None:
+        command = [
+            java,
+            # A short-lived tool: C1 only and the serial GC start it about a second sooner.
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-cp",
+            classpath,
+            f"-Dlog4j2.configurationFile={self._log4j_file}",
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            _random_cluster_id(),
+            "--config",
+            str(self.properties_file),
+        ]
+        _log.debug("formatting KRaft storage: %s", command)
+        try:
+            result = subprocess.run(
+                command,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LocalKafkaError(f"could not format the Kafka storage: {exc}") from exc
+        if result.returncode != 0:
+            raise LocalKafkaError(
+                f"formatting the Kafka storage in {self.data_dir} failed "
+                f"(exit code {result.returncode})",
+                detail=_tail(result.stdout + result.stderr) or None,
+            )
+        _log.debug("format output: %s", result.stdout.strip())
+
+    def _launch(self, java: str, classpath: str) -> int:
+        heap = self.heap_mb
+        # Small and steady for a 2-core machine. Not -XX:TieredStopAtLevel=1: it starts the
+        # broker only about a second sooner (of ~4 s) but caps its throughput, and benchmarks
+        # run against this broker.
+        command = [
+            java,
+            f"-Xms{min(256, heap)}m",
+            f"-Xmx{heap}m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35",
+            "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self._log4j_file}",
+            f"-Dkafka.logs.dir={self.instance_dir}",
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(self.properties_file),
+        ]
+        _log.debug("starting broker: %s", command)
+        # Detach through a short-lived shell: it backgrounds the JVM, prints the JVM's pid and
+        # exits, so the JVM is nobody's child here (no zombie to reap, nothing tied to this
+        # process's lifetime) and runs in its own session, away from this terminal's signals.
+        script = 'log=$1; shift; "$@" </dev/null >>"$log" 2>&1 & echo $!'
+        try:
+            result = subprocess.run(
+                ["/bin/sh", "-c", script, "sh", str(self.log_file), *command],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                start_new_session=True,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LocalKafkaError(f"could not start the Kafka broker: {exc}") from exc
+        pid_text = result.stdout.strip()
+        if result.returncode != 0 or not pid_text.isdigit():
+            raise LocalKafkaError(
+                "could not start the Kafka broker",
+                detail=(result.stdout + result.stderr).strip() or None,
+            )
+        return int(pid_text)
+
+    def _wait_ready(self, pid: int, address: str, port: int, deadline: float) -> None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        admin: Any = None
+        while True:
+            if not self._alive(pid):
+                raise LocalKafkaError(
+                    f"the Kafka broker (pid {pid}) exited during startup; see {self.log_file}",
+                    detail=self._log_tail(),
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LocalKafkaError(
+                    f"the Kafka broker at {address} did not answer a metadata request in time; "
+                    f"see {self.log_file}",
+                    detail=self._log_tail(),
+                )
+            # Wait for the socket first: librdkafka would only log connection-refused noise.
+            if _port_open(port):
+                if admin is None:
+                    admin = AdminClient(_client_config(address))
+                try:
+                    metadata = admin.list_topics(timeout=max(0.5, min(2.0, remaining)))
+                except KafkaException:
+                    pass
+                else:
+                    if metadata.brokers:
+                        return
+            time.sleep(0.1)
+
+    def start(self, *, fresh: bool = False, timeout: float = 90.0) -> str:
+        """Start the broker unless it already runs; return its bootstrap address.
+
+        Idempotent: if this instance's broker is already running, its address is returned and
+        nothing else happens (``fresh`` is then ignored). Otherwise a stale pid file is cleared,
+        the jars are resolved (see :func:`resolve_kafka`), ``server.properties`` is written, the
+        storage is formatted if ``data/`` is new, and the JVM is started detached. ``fresh=True``
+        first deletes ``data/`` (all topics and offsets) and the old log. The call returns once
+        the broker answers a metadata request, or raises after ``timeout`` seconds.
+
+        Raises:
+            LocalKafkaError: resolving, formatting or starting failed, the JVM exited early
+                (the message carries the end of ``broker.log``) or the deadline passed.
+        """
+        deadline = time.monotonic() + timeout
+        self.instance_dir.mkdir(parents=True, exist_ok=True)
+        with _file_lock(self.instance_dir / ".lock"):
+            pid = self._live_pid()
+            if pid is not None:
+                address = self._read_bootstrap()
+                if address is not None:
+                    _log.info("Kafka already running at %s (pid %d)", address, pid)
+                    return address
+                # A broker whose address file vanished: restart it so the address is known.
+                self._stop_pid(pid, 30.0)
+            if self.pid_file.exists():
+                _log.info("removing stale pid file %s", self.pid_file)
+            self._clear_runtime_files()
+
+            libs = resolve_kafka(self.version)
+            java = _java_executable()
+            classpath = str(libs / "*")
+            if fresh:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+                with contextlib.suppress(FileNotFoundError):
+                    self.log_file.unlink()
+            broker_port, controller_port = self._ports(fresh)
+            self._write_config(broker_port, controller_port)
+            if not (self.data_dir / "meta.properties").is_file():
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+                self._format_storage(java, classpath)
+
+            address = f"{_HOST}:{broker_port}"
+            started = time.monotonic()
+            pid = self._launch(java, classpath)
+            self.pid_file.write_text(f"{pid}\n", encoding="utf-8")
+            try:
+                self._wait_ready(pid, address, broker_port, deadline)
+            except BaseException:
+                if self._alive(pid):
+                    self._stop_pid(pid, 10.0)
+                self._clear_runtime_files()
+                raise
+            self.bootstrap_file.write_text(f"{address}\n", encoding="utf-8")
+            _log.info(
+                "Kafka %s ready at %s (pid %d) after %.1f s",
+                _libs_version(libs) or self.version,
+                address,
+                pid,
+                time.monotonic() - started,
+            )
+            return address
+
+    # -- stop -----------------------------------------------------------------------------------
+
+    def _wait_gone(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._alive(pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _stop_pid(self, pid: int, timeout: float) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if self._wait_gone(pid, timeout):
+            return
+        _log.warning("Kafka (pid %d) did not stop within %.0f s; killing it", pid, timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not self._wait_gone(pid, 10.0):
+            raise LocalKafkaError(f"could not kill the Kafka broker (pid {pid})")
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the broker; return ``True`` if one was running, ``False`` if none was.
+
+        Sends SIGTERM and waits up to ``timeout`` seconds for a clean shutdown (which keeps the
+        data directory consistent for a restart), then SIGKILL. The pid and address files are
+        removed either way; ``data/`` is kept.
+
+        Raises:
+            LocalKafkaError: the JVM survived SIGKILL.
+        """
+        if not self.instance_dir.is_dir():
+            return False
+        with _file_lock(self.instance_dir / ".lock"):
+            pid = self._live_pid()
+            if pid is None:
+                self._clear_runtime_files()
+                return False
+            _log.info("stopping Kafka (pid %d)", pid)
+            self._stop_pid(pid, timeout)
+            self._clear_runtime_files()
+            return True
+
+    # -- context manager ------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalKafka:
+        self.start(fresh=True)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Test helpers
+# --------------------------------------------------------------------------------------------
+
+Record = tuple[Any, ...] | Mapping[str, Any]
+
+
+class KafkaTestCluster:
+    """A broker plus the client helpers tests and benchmarks need.
+
+    Wraps either a :class:`LocalKafka` it owns (see :meth:`start_local`) or any broker given by
+    address. Every helper uses real ``confluent_kafka`` clients. Producers partition keys with
+    ``murmur2_random``, the Java client's default, so keyed records land where Kafka Streams
+    would put them.
+    """
+
+    bootstrap_servers: str
+    broker: LocalKafka | None
+
+    def __init__(self, bootstrap_servers: str, *, broker: LocalKafka | None = None) -> None:
+        """Wrap the broker at ``bootstrap_servers``; ``broker``, if given, is stopped by
+        :meth:`close`."""
+        self.bootstrap_servers = bootstrap_servers
+        self.broker = broker
+        self._admin: Any = None
+        self._producer: Any = None
+        self._consumers: list[Any] = []
+        self._offsets_consumer: Any = None
+
+    @classmethod
+    def start_local(
+        cls, instance_dir: Path | str, *, heap_mb: int = 1024, timeout: float = 90.0
+    ) -> KafkaTestCluster:
+        """Start a fresh :class:`LocalKafka` in ``instance_dir`` and wrap it (it is stopped by
+        :meth:`close`)."""
+        broker = LocalKafka(instance_dir, heap_mb=heap_mb)
+        address = broker.start(fresh=True, timeout=timeout)
+        return cls(address, broker=broker)
+
+    @classmethod
+    def from_env_or_start(
+        cls, instance_dir: Path | str, *, heap_mb: int = 1024, timeout: float = 90.0
+    ) -> KafkaTestCluster:
+        """Use the broker named by ``$STREAMSTATE_BOOTSTRAP_SERVERS`` if set, else
+        :meth:`start_local` one in ``instance_dir``."""
+        external = os.environ.get(_BOOTSTRAP_ENV, "").strip()
+        if external:
+            return cls(external)
+        return cls.start_local(instance_dir, heap_mb=heap_mb, timeout=timeout)
+
+    def __enter__(self) -> KafkaTestCluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def admin(self) -> Any:
+        """A shared ``confluent_kafka.admin.AdminClient`` for this broker."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(_client_config(self.bootstrap_servers))
+        return self._admin
+
+    def _get_producer(self) -> Any:
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer(
+                _client_config(
+                    self.bootstrap_servers,
+                    **{
+                        "partitioner": "murmur2_random",
+                        "acks": "all",
+                        "enable.idempotence": True,
+                        "linger.ms": 5,
+                    },
+                )
+            )
+        return self._producer
+
+    def create_topic(
+        self,
+        name: str | None = None,
+        *,
+        partitions: int = 1,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> str:
+        """Create a topic (replication factor 1) and return its name.
+
+        ``name=None`` picks a unique ``test-<hex>`` name. ``config`` sets topic configs such as
+        ``{"cleanup.policy": "compact"}``. Returns once every partition has a leader in the
+        broker's metadata.
+        """
+        from confluent_kafka.cimpl import NewTopic
+
+        topic = name if name is not None else f"test-{uuid.uuid4().hex[:12]}"
+        new_topic = NewTopic(
+            topic, num_partitions=partitions, replication_factor=1, config=dict(config or {})
+        )
+        futures = self.admin.create_topics([new_topic], operation_timeout=timeout)
+        try:
+            futures[topic].result(timeout=timeout)
+        except Exception as exc:
+            raise LocalKafkaError(f"could not create topic {topic!r}: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            metadata = self.admin.list_topics(topic=topic, timeout=timeout)
+            info = metadata.topics.get(topic)
+            if (
+                info is not None
+                and info.error is None
+                and len(info.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in info.partitions.values())
+            ):
+                return topic
+            if time.monotonic() > deadline:
+                raise LocalKafkaError(f"topic {topic!r} did not appear in the metadata in time")
+            time.sleep(0.05)
+
+    def produce(
+        self,
+        topic: str,
+        records: Iterable[Record],
+        *,
+        partition: int | None = None,
+        timeout: float = 30.0,
+    ) -> list[tuple[int, int]]:
+        """Produce ``records`` to ``topic``, flush, and return each record's (partition, offset).
+
+        A record is ``(key, value)``, ``(key, value, timestamp_ms)`` or a mapping with ``value``
+        and optionally ``key``, ``timestamp`` (ms), ``partition`` and ``headers``. Keys and values
+        are ``bytes``, ``str`` (UTF-8) or ``None``. ``partition`` applies to records that do not
+        name their own; otherwise the key decides (murmur2, as in Java).
+
+        Raises:
+            LocalKafkaError: a record was not delivered.
+        """
+        producer = self._get_producer()
+        results: list[tuple[int, int] | None] = []
+        errors: list[str] = []
+
+        def on_delivery(index: int) -> Callable[[Any, Any], None]:
+            def callback(err: Any, msg: Any) -> None:
+                if err is not None:
+                    errors.append(f"record {index}: {err}")
+                else:
+                    results[index] = (int(msg.partition()), int(msg.offset()))
+
+            return callback
+
+        for index, record in enumerate(records):
+            kwargs: dict[str, Any] = {}
+            if isinstance(record, Mapping):
+                kwargs["key"] = record.get("key")
+                kwargs["value"] = record.get("value")
+                if record.get("timestamp") is not None:
+                    kwargs["timestamp"] = int(record["timestamp"])
+                if record.get("headers") is not None:
+                    kwargs["headers"] = record["headers"]
+                record_partition = record.get("partition", partition)
+            else:
+                if len(record) not in (2, 3):
+                    raise ValueError(
+                        f"record {index}: expected (key, value) or (key, value, timestamp_ms), "
+                        f"got {len(record)} items"
+                    )
+                kwargs["key"] = record[0]
+                kwargs["value"] = record[1]
+                if len(record) == 3 and record[2] is not None:
+                    kwargs["timestamp"] = int(record[2])
+                record_partition = partition
+            if record_partition is not None:
+                kwargs["partition"] = int(record_partition)
+            results.append(None)
+            kwargs["on_delivery"] = on_delivery(index)
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        remaining = producer.flush(timeout)
+        if remaining:
+            # Drop what is still queued, so it neither lingers into the next call nor makes
+            # close() wait for it.
+            producer.purge()
+            producer.flush(0)
+        if errors and not remaining:
+            raise LocalKafkaError(
+                f"producing to {topic!r} failed for {len(errors)} record(s): {errors[0]}"
+            )
+        if remaining or any(r is None for r in results):
+            reason = ""
+            with contextlib.suppress(Exception):
+                info = self.admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+                if info is not None and info.error is not None:
+                    reason = f" (topic: {info.error.str()})"
+            raise LocalKafkaError(
+                f"producing to {topic!r} did not finish within {timeout} s{reason}"
+            )
+        return [r for r in results if r is not None]
+
+    def delete_records(
+        self, topic: str, partition: int, before_offset: int, *, timeout: float = 30.0
+    ) -> int:
+        """Delete the records of ``topic``/``partition`` below ``before_offset`` (the log start
+        moves there; ``-1`` means the high watermark). Returns the new low watermark."""
+        from confluent_kafka import TopicPartition
+
+        request = TopicPartition(topic, partition, before_offset)
+        futures = self.admin.delete_records([request], operation_timeout=timeout)
+        future = next(iter(futures.values()))
+        try:
+            deleted = future.result(timeout=timeout)
+        except Exception as exc:
+            raise LocalKafkaError(
+                f"delete_records({topic!r}, {partition}, {before_offset}) failed: {exc}"
+            ) from exc
+        error = getattr(deleted, "error", None)
+        if error is not None:
+            raise LocalKafkaError(
+                f"delete_records({topic!r}, {partition}, {before_offset}) failed: {error}"
+            )
+        return int(deleted.low_watermark)
+
+    def partitions(self, topic: str, *, timeout: float = 10.0) -> list[int]:
+        """The partition numbers of ``topic``, sorted."""
+        metadata = self.admin.list_topics(topic=topic, timeout=timeout)
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            problem = info.error if info is not None else "not found"
+            raise LocalKafkaError(f"topic {topic!r}: {problem}")
+        return sorted(info.partitions)
+
+    def _watermarks(self, topic: str, timeout: float) -> dict[int, tuple[int, int]]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._offsets_consumer is None:
+            # Never subscribes or commits: it only asks the broker for watermarks.
+            self._offsets_consumer = Consumer(
+                _client_config(
+                    self.bootstrap_servers,
+                    **{"group.id": "streamstate-offsets", "enable.auto.commit": False},
+                )
+            )
+        watermarks: dict[int, tuple[int, int]] = {}
+        for partition in self.partitions(topic, timeout=timeout):
+            tp = TopicPartition(topic, partition)
+            try:
+                low, high = self._offsets_consumer.get_watermark_offsets(
+                    tp, timeout=timeout, cached=False
+                )
+            except Exception as exc:
+                raise LocalKafkaError(
+                    f"watermarks of {topic!r} partition {partition}: {exc}"
+                ) from exc
+            watermarks[partition] = (int(low), int(high))
+        return watermarks
+
+    def end_offsets(self, topic: str, *, timeout: float = 10.0) -> dict[int, int]:
+        """``{partition: high watermark}`` (the offset the next record will get)."""
+        return {p: high for p, (_, high) in self._watermarks(topic, timeout).items()}
+
+    def beginning_offsets(self, topic: str, *, timeout: float = 10.0) -> dict[int, int]:
+        """``{partition: log start offset}`` (the first offset still readable)."""
+        return {p: low for p, (low, _) in self._watermarks(topic, timeout).items()}
+
+    def consumer(self, **overrides: Any) -> Any:
+        """A new ``confluent_kafka.Consumer`` on this broker, closed by :meth:`close_consumers`.
+
+        Defaults: a unique ``group.id``, ``auto.offset.reset=earliest``,
+        ``enable.auto.commit=false``. Keyword arguments override or add config keys; use
+        underscores for dots (``auto_offset_reset="latest"``) or pass dotted keys via ``**{}``.
+        """
+        from confluent_kafka import Consumer
+
+        config = _client_config(
+            self.bootstrap_servers,
+            **{
+                "group.id": f"test-group-{uuid.uuid4().hex[:12]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            },
+        )
+        for key, value in overrides.items():
+            config[key.replace("_", ".")] = value
+        consumer = Consumer(config)
+        self._consumers.append(consumer)
+        return consumer
+
+    def close_consumers(self) -> None:
+        """Close every consumer made by :meth:`consumer` so far."""
+        consumers, self._consumers = self._consumers, []
+        for consumer in consumers:
+            with contextlib.suppress(Exception):
+                consumer.close()
+
+    def close(self) -> None:
+        """Close the consumers, flush the producer and stop the broker if this object owns one."""
+        self.close_consumers()
+        if self._producer is not None:
+            if self._producer.flush(10):
+                self._producer.purge()
+            self._producer = None
+        if self._offsets_consumer is not None:
+            with contextlib.suppress(Exception):
+                self._offsets_consumer.close()
+            self._offsets_consumer = None
+        self._admin = None
+        if self.broker is not None:
+            self.broker.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamstate kafka",
+        description="Run a local single-node Kafka broker (KRaft) for demos and tests.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{start,stop,status}")
+
+    def instance_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--instance-dir",
+            type=Path,
+            default=None,
+            help="the broker's directory (default: <cache>/instances/default)",
+        )
+
+    start = commands.add_parser("start", help="start the broker and print its address")
+    instance_option(start)
+    start.add_argument("--fresh", action="store_true", help="delete all data before starting")
+    start.add_argument("--timeout", type=float, default=90.0, help="seconds to wait (90)")
+    start.add_argument("--heap-mb", type=int, default=1024, help="JVM max heap in MB (1024)")
+    start.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"({KAFKA_VERSION})")
+
+    stop = commands.add_parser("stop", help="stop the broker")
+    instance_option(stop)
+    stop.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (30)")
+
+    status = commands.add_parser("status", help="report whether the broker runs")
+    instance_option(status)
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``start|stop|status`` as ``streamstate kafka`` does; return the exit code.
+
+    ``start`` prints the bootstrap address (and nothing else) on stdout. ``stop`` prints
+    ``stopped`` or ``not running``. ``status`` prints ``running pid=<pid> bootstrap=<address>``
+    or ``not running``, or with ``--json`` the :meth:`LocalKafka.status` dictionary; it exits 0
+    either way. Failures print one line to stderr and exit 1.
+    """
+    args = _parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        if args.command == "start":
+            kafka = LocalKafka(args.instance_dir, version=args.kafka_version, heap_mb=args.heap_mb)
+            if not kafka.status()["running"]:
+                # Resolve first, so a slow first download says what it is doing.
+                resolve_kafka(kafka.version, progress=None if args.verbose else progress)
+            print(kafka.start(fresh=args.fresh, timeout=args.timeout), flush=True)
+        elif args.command == "stop":
+            kafka = LocalKafka(args.instance_dir)
+            print("stopped" if kafka.stop(timeout=args.timeout) else "not running", flush=True)
+        else:
+            kafka = LocalKafka(args.instance_dir)
+            state = kafka.status()
+            if args.json:
+                print(json.dumps(state, sort_keys=True), flush=True)
+            elif state["running"]:
+                print(f"running pid={state['pid']} bootstrap={state['bootstrap_servers']}")
+            else:
+                print("not running", flush=True)
+    except LocalKafkaError as exc:
+        print(f"error: {exc.message}", file=sys.stderr, flush=True)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

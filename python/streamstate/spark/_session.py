@@ -1,0 +1,88 @@
+"""A local Spark session wired with Spark's own Kafka connector."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamstate._maven import cache_dir, resolve_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["kafka_connector_jars", "local_session"]
+
+
+def _spark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+def kafka_connector_jars(spark_version: str | None = None) -> list[Path]:
+    """Jars of ``spark-sql-kafka-0-10_2.13`` matching the installed pyspark, fetched with Maven
+    into the streamstate cache (once)."""
+    import pyspark
+
+    version = spark_version or _spark_version()
+    coordinate = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+    jars = resolve_jars([coordinate], cache_dir() / "spark-kafka" / version)
+    # Maven also copies what Spark itself ships (scala-library, slf4j, hadoop client, ...), in
+    # other versions; two copies of one library on the classpath is a conflict waiting to
+    # happen, so keep only the artifacts Spark lacks.
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [p for p in jars if _artifact(p.name) not in shipped]
+
+
+def _artifact(jar_name: str) -> str:
+    """``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
+    stem = jar_name.removesuffix(".jar")
+    parts = stem.split("-")
+    while len(parts) > 1 and parts[-1][:1].isdigit():
+        parts.pop()
+    return "-".join(parts)
+
+
+def local_session(
+    master: str = "local[2]",
+    *,
+    app_name: str = "streamstate",
+    extra_conf: dict[str, Any] | None = None,
+) -> SparkSession:
+    """A ``SparkSession`` on this machine, configured for streamstate.
+
+    It carries the Kafka connector, runs Python workers with *this* interpreter (otherwise Spark
+    starts the system ``python3``, which lacks the extension), keeps logs quiet and uses few
+    shuffle partitions, as suits a small machine.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Loopback only: the machine's other interfaces may be unroutable from the workers.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    jars = ",".join(str(p) for p in kafka_connector_jars())
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.jars", jars)
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dderby.system.home={cache_dir() / 'spark-derby'}",
+        )
+    )
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

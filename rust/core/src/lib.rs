@@ -1,0 +1,10 @@
+//! streamstate-core: Kafka Streams' record and state machinery, with no Python in sight.
+pub mod arrow_decode;
+pub mod avro;
+pub mod error;
+pub mod json_path;
+pub mod partition_group;
+pub mod record_queue;
+pub mod serde;
+pub mod timestamp;
+pub mod value;

@@ -1,0 +1,59 @@
+//! Arrow kernels exposed to Python: one call per batch, the GIL released while Rust works.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3_arrow::PyArray;
+use streamstate_core::arrow_decode::decode_column as core_decode_column;
+use streamstate_core::serde::Deserializer;
+
+use crate::errors::{guard, IntoPyResult};
+
+/// Resolves a built-in deserializer by its short name (`"long"`, `"string"`, ...).
+pub fn deserializer_by_name(name: &str) -> PyResult<Deserializer> {
+    Ok(match name {
+        "bytes" => Deserializer::Bytes,
+        "string" => Deserializer::String,
+        "short" => Deserializer::Short,
+        "integer" => Deserializer::Integer,
+        "long" => Deserializer::Long,
+        "float" => Deserializer::Float,
+        "double" => Deserializer::Double,
+        "uuid" => Deserializer::Uuid,
+        "json" => Deserializer::Json,
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown deserializer {other:?}; expected one of bytes, string, short, \
+                 integer, long, float, double, uuid, json"
+            )))
+        }
+    })
+}
+
+/// Deserializes a column of raw Kafka bytes (binary, large_binary or binary_view) into a
+/// typed pyarrow array with Kafka's wire formats.
+#[pyfunction]
+fn decode_column(py: Python<'_>, array: PyArray, deserializer: &str) -> PyResult<Py<PyAny>> {
+    guard(py, || {
+        let de = deserializer_by_name(deserializer)?;
+        let (array, _field) = array.into_inner();
+        let decoded = py
+            .detach(|| core_decode_column(array.as_ref(), &de))
+            .py_err(py)?;
+        to_pyarrow_array(py, PyArray::from_array_ref(decoded))
+    })
+}
+
+/// Hands an Arrow array to pyarrow through the PyCapsule interface (no copy).
+pub fn to_pyarrow_array(py: Python<'_>, array: PyArray) -> PyResult<Py<PyAny>> {
+    let capsule_holder = array.into_pyobject(py)?;
+    let out = py
+        .import(intern!(py, "pyarrow"))?
+        .getattr(intern!(py, "array"))?
+        .call1((capsule_holder,))?;
+    Ok(out.unbind())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(decode_column, m)?)?;
+    Ok(())
+}
