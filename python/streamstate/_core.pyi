@@ -17,5 +17,13 @@ def decode_column(array: Any, deserializer: str) -> pa.Array:
     ``short``, ``integer``, ``long``, ``float``, ``double``, ``uuid``.
     """
 
+def decode_kafka_batch(batch: Any, key: str, value: str) -> pa.RecordBatch:
+    """Deserializes ``key`` and ``value`` of a batch in Spark's Kafka source schema.
+
+    Returns a batch with ``topic``, ``partition``, ``offset``, ``timestamp`` (epoch ms),
+    ``key`` and ``value``; a malformed record raises ``DeserializationError`` naming its topic,
+    partition and offset.
+    """
+
 def _panic_for_test(message: str) -> None:
     """Panics inside Rust on purpose; raises ``StreamsError``."""

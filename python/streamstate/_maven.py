@@ -8,18 +8,25 @@ Ivy-based ``spark.jars.packages`` does not; Ivy also fails on Spark's Kafka conn
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-__all__ = ["MavenError", "cache_dir", "resolve_jars"]
+__all__ = ["MavenError", "cache_dir", "file_lock", "resolve_jars"]
 
 _DONE_MARKER = ".resolved"
+# Pinned so the resolve does not depend on whatever plugin version Maven would pick by prefix
+# (Maven 3.8 picks 2.8, which predates several fixes).
+_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+_log = logging.getLogger("streamstate.maven")
 
 
 class MavenError(RuntimeError):
@@ -69,41 +76,69 @@ def _pom(coordinates: Sequence[str]) -> str:
     )
 
 
-def resolve_jars(coordinates: Sequence[str], dest: Path) -> list[Path]:
+def resolve_jars(
+    coordinates: Sequence[str],
+    dest: Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Copies ``group:artifact:version`` artifacts and their runtime dependencies into ``dest``.
 
     Idempotent and safe to call from several processes: a marker file records a completed
-    resolution, and a lock serialises concurrent ones. Returns the jar paths.
+    resolution, and a lock serialises concurrent ones. ``progress`` hears a line before and
+    after a download (the first one takes tens of seconds). Returns the jar paths.
     """
     marker = dest / _DONE_MARKER
-    with file_lock(dest.with_name(dest.name + ".lock")):
-        if not marker.exists():
-            if shutil.which("mvn") is None:
-                raise MavenError("Maven ('mvn') is not on PATH; it is needed to fetch jars")
-            if dest.exists():
-                shutil.rmtree(dest)
-            with tempfile.TemporaryDirectory(prefix="streamstate-mvn-") as tmp:
-                pom = Path(tmp) / "pom.xml"
-                pom.write_text(_pom(coordinates))
-                staging = Path(tmp) / "jars"
-                cmd = [
-                    "mvn",
-                    "-B",
-                    "-q",
-                    "-f",
-                    str(pom),
-                    "dependency:copy-dependencies",
-                    f"-DoutputDirectory={staging}",
-                    "-DincludeScope=runtime",
-                ]
-                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                if proc.returncode != 0:
-                    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-                    raise MavenError(
-                        f"mvn could not resolve {', '.join(coordinates)} "
-                        f"(exit {proc.returncode}):\n{tail}"
-                    )
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(staging), str(dest))
-            marker.write_text("\n".join(coordinates) + "\n")
+    if not marker.exists():
+        with file_lock(dest.with_name(dest.name + ".lock")):
+            if not marker.exists():  # another process may have finished meanwhile
+                _download(coordinates, dest, progress)
     return sorted(dest.glob("*.jar"))
+
+
+def _download(
+    coordinates: Sequence[str], dest: Path, progress: Callable[[str], None] | None
+) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MavenError("Maven ('mvn') is not on PATH; it is needed to fetch jars")
+    message = f"resolving {', '.join(coordinates)} from Maven into {dest} (first run only)"
+    _log.info(message)
+    if progress is not None:
+        progress(message)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="streamstate-mvn-") as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(_pom(coordinates))
+        staging = Path(tmp) / "jars"
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(pom),
+            f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
+            f"-DoutputDirectory={staging}",
+            "-DincludeScope=runtime",
+        ]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+            )
+        except OSError as exc:
+            raise MavenError(f"could not run Maven: {exc}") from exc
+        if proc.returncode != 0 or not any(staging.glob("*.jar")):
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
+            raise MavenError(
+                f"mvn could not resolve {', '.join(coordinates)} (exit {proc.returncode}):\n{tail}"
+            )
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(staging), str(dest))
+    jars = sorted(p.name for p in dest.glob("*.jar"))
+    (dest / _DONE_MARKER).write_text("\n".join(jars) + "\n")
+    message = f"resolved {len(jars)} jars in {time.monotonic() - started:.1f} s"
+    _log.info(message)
+    if progress is not None:
+        progress(message)

@@ -11,8 +11,8 @@ use arrow_array::builder::{
     StringBuilder,
 };
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef};
-use arrow_schema::DataType;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::serde::Deserializer;
@@ -88,6 +88,14 @@ pub fn output_type(de: &Deserializer) -> Option<DataType> {
 /// Deserializes every row of a byte column into a typed column. The first malformed row
 /// fails the whole column, naming its row index (callers translate it to an offset).
 pub fn decode_column(array: &dyn Array, de: &Deserializer) -> Result<ArrayRef> {
+    decode_rows(array, de).map_err(|e| {
+        let mut err = e.error;
+        err.reason = format!("row {}: {}", e.row, err.reason);
+        err
+    })
+}
+
+fn decode_rows(array: &dyn Array, de: &Deserializer) -> std::result::Result<ArrayRef, RowError> {
     let column = BinaryColumn::new(array)?;
     let n = column.len();
     macro_rules! build {
@@ -124,13 +132,158 @@ pub fn decode_column(array: &dyn Array, de: &Deserializer) -> Result<ArrayRef> {
             return Err(CoreError::invalid_argument(format!(
                 "{} values decode to nested data; give a value schema to stamp() instead",
                 de.name()
-            )))
+            ))
+            .into())
         }
     })
 }
 
-fn row_error(row: usize, e: impl std::fmt::Display) -> CoreError {
-    CoreError::new(ErrorKind::Deserialization, format!("row {row}: {e}"))
+/// A deserialization failure at a row of a column, before the row is mapped to an offset.
+#[derive(Debug)]
+pub struct RowError {
+    pub row: usize,
+    pub error: CoreError,
+}
+
+fn row_error(row: usize, e: impl std::fmt::Display) -> RowError {
+    RowError {
+        row,
+        error: CoreError::new(ErrorKind::Deserialization, e.to_string()),
+    }
+}
+
+impl From<CoreError> for RowError {
+    fn from(error: CoreError) -> Self {
+        RowError { row: 0, error }
+    }
+}
+
+/// The columns of Spark's Kafka source schema that the kernels read.
+pub struct KafkaColumns<'a> {
+    pub key: &'a dyn Array,
+    pub value: &'a dyn Array,
+    pub topic: &'a dyn Array,
+    pub partition: &'a arrow_array::Int32Array,
+    pub offset: &'a Int64Array,
+    pub timestamp: &'a dyn Array,
+}
+
+impl<'a> KafkaColumns<'a> {
+    /// Finds the columns by name, checking their types.
+    pub fn from_batch(batch: &'a RecordBatch) -> Result<Self> {
+        let column = |name: &str| {
+            batch.column_by_name(name).ok_or_else(|| {
+                CoreError::invalid_argument(format!(
+                    "the batch has no '{name}' column; expected Spark's Kafka source schema \
+                     (key, value, topic, partition, offset, timestamp)"
+                ))
+            })
+        };
+        let partition = column("partition")?;
+        let offset = column("offset")?;
+        Ok(KafkaColumns {
+            key: column("key")?.as_ref(),
+            value: column("value")?.as_ref(),
+            topic: column("topic")?.as_ref(),
+            partition: partition
+                .as_primitive_opt::<arrow_array::types::Int32Type>()
+                .ok_or_else(|| bad_type("partition", "int32", partition.data_type()))?,
+            offset: offset
+                .as_primitive_opt::<arrow_array::types::Int64Type>()
+                .ok_or_else(|| bad_type("offset", "int64", offset.data_type()))?,
+            timestamp: column("timestamp")?.as_ref(),
+        })
+    }
+
+    /// The topic at `row`, whatever string layout it has.
+    pub fn topic_at(&self, row: usize) -> String {
+        BinaryColumn::new(self.topic)
+            .ok()
+            .and_then(|c| c.get(row))
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Attaches the record position of `row` to an error.
+    pub fn locate(&self, e: RowError) -> CoreError {
+        let row = e.row;
+        if row >= self.offset.len() {
+            return e.error;
+        }
+        e.error.at_record(
+            &self.topic_at(row),
+            self.partition.value(row),
+            self.offset.value(row),
+        )
+    }
+}
+
+fn bad_type(column: &str, expected: &str, got: &DataType) -> CoreError {
+    CoreError::invalid_argument(format!("column '{column}' must be {expected}, got {got}"))
+}
+
+/// Epoch milliseconds from Spark's `timestamp[us, tz]` (or any Arrow timestamp, or int64 ms).
+pub fn timestamps_ms(array: &dyn Array) -> Result<Int64Array> {
+    use arrow_array::types::{
+        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+        TimestampSecondType,
+    };
+    Ok(match array.data_type() {
+        DataType::Int64 => array
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .clone(),
+        DataType::Timestamp(TimeUnit::Second, _) => array
+            .as_primitive::<TimestampSecondType>()
+            .unary(|v| v.saturating_mul(1000)),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => array
+            .as_primitive::<TimestampMillisecondType>()
+            .unary(|v| v),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => array
+            .as_primitive::<TimestampMicrosecondType>()
+            .unary(|v| v.div_euclid(1_000)),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => array
+            .as_primitive::<TimestampNanosecondType>()
+            .unary(|v| v.div_euclid(1_000_000)),
+        other => return Err(bad_type("timestamp", "a timestamp or int64", other)),
+    })
+}
+
+/// Deserializes key and value of a whole Kafka-source batch. Output columns: topic,
+/// partition, offset, timestamp (epoch ms), key, value. A malformed key or value fails with
+/// a `Deserialization` error naming the record's topic, partition and offset.
+pub fn decode_kafka_batch(
+    batch: &RecordBatch,
+    key: &Deserializer,
+    value: &Deserializer,
+) -> Result<RecordBatch> {
+    let cols = KafkaColumns::from_batch(batch)?;
+    let keys = decode_rows(cols.key, key).map_err(|e| cols.locate(e))?;
+    let values = decode_rows(cols.value, value).map_err(|e| cols.locate(e))?;
+    let timestamps = timestamps_ms(cols.timestamp)?;
+    let schema = Schema::new(vec![
+        Field::new("topic", cols.topic.data_type().clone(), true),
+        Field::new("partition", DataType::Int32, true),
+        Field::new("offset", DataType::Int64, true),
+        Field::new("timestamp", DataType::Int64, true),
+        Field::new("key", keys.data_type().clone(), true),
+        Field::new("value", values.data_type().clone(), true),
+    ]);
+    let topic = batch
+        .column_by_name("topic")
+        .expect("checked by KafkaColumns")
+        .clone();
+    RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            topic,
+            Arc::new(cols.partition.clone()),
+            Arc::new(cols.offset.clone()),
+            Arc::new(timestamps),
+            keys,
+            values,
+        ],
+    )
+    .map_err(|e| CoreError::invalid_argument(e.to_string()))
 }
 
 #[cfg(test)]

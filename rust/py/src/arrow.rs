@@ -2,8 +2,10 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3_arrow::PyArray;
-use streamstate_core::arrow_decode::decode_column as core_decode_column;
+use pyo3_arrow::{PyArray, PyRecordBatch};
+use streamstate_core::arrow_decode::{
+    decode_column as core_decode_column, decode_kafka_batch as core_decode_kafka_batch,
+};
 use streamstate_core::serde::Deserializer;
 
 use crate::errors::{guard, IntoPyResult};
@@ -43,6 +45,26 @@ fn decode_column(py: Python<'_>, array: PyArray, deserializer: &str) -> PyResult
     })
 }
 
+/// Deserializes the key and value of a batch in Spark's Kafka source schema; the output has
+/// topic, partition, offset, timestamp (epoch ms), key and value. Errors name the record.
+#[pyfunction]
+fn decode_kafka_batch(
+    py: Python<'_>,
+    batch: PyRecordBatch,
+    key: &str,
+    value: &str,
+) -> PyResult<Py<PyAny>> {
+    guard(py, || {
+        let key = deserializer_by_name(key)?;
+        let value = deserializer_by_name(value)?;
+        let batch = batch.into_inner();
+        let decoded = py
+            .detach(|| core_decode_kafka_batch(&batch, &key, &value))
+            .py_err(py)?;
+        Ok(PyRecordBatch::new(decoded).into_pyarrow(py)?.unbind())
+    })
+}
+
 /// Hands an Arrow array to pyarrow through the PyCapsule interface (no copy).
 pub fn to_pyarrow_array(py: Python<'_>, array: PyArray) -> PyResult<Py<PyAny>> {
     let capsule_holder = array.into_pyobject(py)?;
@@ -55,5 +77,6 @@ pub fn to_pyarrow_array(py: Python<'_>, array: PyArray) -> PyResult<Py<PyAny>> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_column, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_kafka_batch, m)?)?;
     Ok(())
 }

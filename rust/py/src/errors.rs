@@ -5,7 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use streamstate_core::error::{CoreError, ErrorKind, Location};
@@ -81,14 +81,4 @@ pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> 
             &Location::default(),
         )),
     }
-}
-
-/// A `TypeError` naming what was expected, for arguments of the wrong shape.
-pub fn type_error(what: &str, got: &Bound<'_, PyAny>) -> PyErr {
-    let got = got
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_owned());
-    PyTypeError::new_err(format!("expected {what}, got {got}"))
 }

@@ -1,0 +1,76 @@
+# streamstate's one task file: the README, CI (.ci/run) and developers all call these targets.
+# `make help` lists them. Everything installs into ./.venv; downloads (Kafka and Spark connector
+# jars, Rust build output) are cached under $(CACHE) so a second run is fast.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+CACHE ?= $(HOME)/.cache/streamstate
+PY := $(VENV)/bin/python
+# Rust build output lives in the cache: a fresh clone then rebuilds only what changed.
+export CARGO_TARGET_DIR ?= $(CACHE)/target
+export STREAMSTATE_CACHE_DIR ?= $(CACHE)
+# Spark's Python workers must run this venv's interpreter, which has the extension.
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# Packages of pyproject.toml's runtime deps and the `spark` and `dev` extras, pinned by
+# constraints.txt; the extension itself is built by maturin (target `build`).
+DEPS := confluent-kafka pyarrow pyspark pandas maturin pytest pytest-benchmark hypothesis ruff mypy
+
+.PHONY: help setup build demo test check lint test-rust test-python bench bench-quick clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.deps: constraints.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "streamstate needs Python >= 3.10, got " + sys.version'
+	@command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs"; exit 1; }
+	@command -v java >/dev/null || { echo "Java 17+ is required for Kafka and Spark"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven (mvn) is required to fetch the Kafka jars"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt $(DEPS)
+	touch $@
+
+setup: build ## create .venv, install the pinned dependencies, build the extension (release)
+
+build: $(VENV)/.deps ## (re)build the Rust extension in release mode into .venv
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked -q
+
+demo: setup ## set up, start the local Kafka and run the end-to-end tour
+	$(VENV)/bin/streamstate demo
+
+lint: $(VENV)/.deps ## rustfmt, clippy, ruff, mypy
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/mypy
+
+test-rust: ## cargo test of the pure-Rust core
+	cargo test -p streamstate-core --locked
+
+test-python: build ## every pytest suite: unit, integration (real Kafka), spark (real Spark)
+	$(VENV)/bin/python -m mypy.stubtest streamstate._core --allowlist .ci/stubtest-allowlist
+	$(VENV)/bin/pytest tests
+
+bench-quick: build ## the benchmark suite on small inputs, printing the comparison tables
+	STREAMSTATE_BENCH_QUICK=1 $(VENV)/bin/pytest benches --benchmark-enable \
+	  --benchmark-warmup=off --benchmark-min-rounds=3 --benchmark-max-time=0.2 \
+	  --benchmark-columns=min,median,mean,rounds --benchmark-group-by=group --benchmark-sort=mean
+
+bench: build ## the full benchmark suite (1M records; see docs/PERFORMANCE.md)
+	$(VENV)/bin/pytest benches --benchmark-enable --benchmark-group-by=group \
+	  --benchmark-columns=min,median,mean,rounds --benchmark-sort=mean
+
+test: lint test-rust test-python bench-quick ## set up and run everything CI runs
+	@echo "all checks passed"
+
+clean: ## remove the venv and build output (the download cache stays)
+	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache
+	cargo clean

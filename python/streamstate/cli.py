@@ -1,0 +1,110 @@
+"""The ``streamstate`` command.
+
+Subcommands: ``kafka start|stop|status`` (a local single-node Kafka) and ``demo`` (the
+end-to-end tour on that broker). Errors print one line on stderr and exit non-zero; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from streamstate.demo import run_end_to_end
+    from streamstate.kafka_local import KafkaTestCluster, LocalKafka
+    from streamstate.spark import local_session
+
+    broker: LocalKafka | None = None
+    if args.bootstrap_servers:
+        cluster = KafkaTestCluster(args.bootstrap_servers)
+        _check_reachable(cluster.bootstrap_servers)
+    else:
+        broker = LocalKafka()
+        print("starting the local Kafka broker (first run downloads it with Maven) ...")
+        cluster = KafkaTestCluster(broker.start(), broker=None)
+        print(f"  Kafka {broker.version} at {cluster.bootstrap_servers}")
+    print("starting a local Spark session (local[2]) with Spark's Kafka connector ...")
+    spark = local_session(app_name="streamstate-demo")
+    try:
+        print(f"  Spark {spark.version}")
+        print(f"end to end: produce {args.records} records → Spark Kafka source → Rust decode")
+        result = run_end_to_end(cluster, spark, count=args.records)
+        print(result.summary())
+    finally:
+        spark.stop()
+        cluster.close()
+        if broker is not None and not args.keep_kafka:
+            broker.stop()
+            print("stopped the local Kafka broker (--keep-kafka leaves it running)")
+    return 0 if result.ok else 1
+
+
+def _check_reachable(bootstrap_servers: str, timeout: float = 10.0) -> None:
+    """Fails fast, before Spark starts, when no broker answers at ``bootstrap_servers``."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    try:
+        admin.list_topics(timeout=timeout)
+    except Exception as exc:
+        raise ConnectionError(
+            f"no Kafka broker answered at {bootstrap_servers} within {timeout:.0f} s ({exc})"
+        ) from None
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from streamstate.kafka_local import main as kafka_main
+
+    return kafka_main(list(args.kafka_args))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamstate", description="Kafka Streams' state and record machinery for Python."
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    kafka = sub.add_parser(
+        "kafka",
+        help="run a local single-node Apache Kafka (KRaft) for demos and tests",
+        add_help=False,
+    )
+    kafka.add_argument("kafka_args", nargs=argparse.REMAINDER)
+    kafka.set_defaults(run=_kafka)
+
+    demo = sub.add_parser("demo", help="the end-to-end tour on the local Kafka and Spark")
+    demo.add_argument("--bootstrap-servers", help="use this broker instead of the local one")
+    demo.add_argument("--records", type=int, default=10_000, help="records to produce")
+    demo.add_argument(
+        "--keep-kafka", action="store_true", help="leave the local broker running afterwards"
+    )
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"streamstate: error: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

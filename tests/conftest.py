@@ -1,0 +1,71 @@
+"""Shared fixtures: one real Kafka broker and one real local Spark session per test run.
+
+The broker is started fresh in a temporary instance directory (first use resolves the Kafka jars
+with Maven; see ``streamstate.kafka_local``) and stopped at the end; set
+``STREAMSTATE_BOOTSTRAP_SERVERS`` to use an already running broker instead. The Spark session is
+``local[2]`` with Spark's own Kafka connector (fetched with Maven; see
+``streamstate.spark.local_session``). Both start lazily, only for tests that ask for them.
+
+Tests under ``tests/integration`` are marked ``integration`` and those under ``tests/spark``
+``spark``, so ``-m "not spark"`` and the like select suites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from streamstate.kafka_local import KafkaTestCluster
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_HERE = Path(__file__).parent.resolve()
+_SUITE_MARKERS = {
+    _HERE / "integration": pytest.mark.integration,
+    _HERE / "spark": pytest.mark.spark,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the marker of the suite directory it lives in."""
+    for item in items:
+        parents = Path(item.path).resolve().parents
+        for directory, marker in _SUITE_MARKERS.items():
+            if directory in parents:
+                item.add_marker(marker)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster]:
+    """The session's broker, with client helpers (see ``KafkaTestCluster``)."""
+    cluster = KafkaTestCluster.from_env_or_start(tmp_path_factory.mktemp("kafka"))
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(autouse=True)
+def _close_test_consumers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Close the consumers a test made with ``kafka.consumer()`` when that test ends."""
+    yield
+    if "kafka" in request.fixturenames:
+        cluster = request.getfixturevalue("kafka")
+        if isinstance(cluster, KafkaTestCluster):
+            cluster.close_consumers()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A real local Spark session (``local[2]``) with Spark's Kafka connector."""
+    from streamstate.spark import local_session
+
+    session = local_session(app_name="streamstate-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
