@@ -56,7 +56,7 @@ test-rust: ## cargo test of the pure-Rust core
 	cargo test -p streamstate-core --locked
 
 test-python: build ## every pytest suite: unit, integration (real Kafka), spark (real Spark)
-	$(VENV)/bin/python -m mypy.stubtest streamstate._core --allowlist .ci/stubtest-allowlist
+	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
 	$(VENV)/bin/pytest tests
 
 bench-quick: build ## the benchmark suite on small inputs, printing the comparison tables

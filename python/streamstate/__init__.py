@@ -25,14 +25,27 @@ from streamstate.errors import (
     TaskMigratedError,
     UnknownStateStoreError,
 )
+from streamstate.queue import PartitionGroup, RecordQueue
+from streamstate.records import (
+    NOT_KNOWN,
+    ConsumerRecord,
+    StampedRecord,
+    TimestampType,
+    TopicPartition,
+)
 
 __all__ = [
+    "NOT_KNOWN",
+    "ConsumerRecord",
     "CorruptCheckpointError",
     "DeserializationError",
     "InvalidStateStoreError",
     "InvalidStateStorePartitionError",
     "InvalidTimestampError",
+    "PartitionGroup",
     "ProcessorStateError",
+    "RecordQueue",
+    "StampedRecord",
     "StateStoreFailError",
     "StateStoreMigratedError",
     "StateStoreNotAvailableError",
@@ -42,6 +55,8 @@ __all__ = [
     "StreamsRebalancingError",
     "TaskCorruptedError",
     "TaskMigratedError",
+    "TimestampType",
+    "TopicPartition",
     "UnknownStateStoreError",
     "__version__",
 ]

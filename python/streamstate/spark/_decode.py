@@ -53,4 +53,3 @@ def decode_kafka_columns(df: DataFrame, *, key: str = "bytes", value: str = "byt
             yield _core.decode_kafka_batch(batch, key, value)
 
     return columns.mapInArrow(decode, schema)
-

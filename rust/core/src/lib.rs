@@ -6,5 +6,6 @@ pub mod json_path;
 pub mod partition_group;
 pub mod record_queue;
 pub mod serde;
+pub mod stamp;
 pub mod timestamp;
 pub mod value;

@@ -214,6 +214,12 @@ impl<R> RecordQueue<R> {
         self.dropped
     }
 
+    /// Adds drops counted elsewhere (a batch admitted into a scratch queue off the GIL).
+    pub fn add_drops(&mut self, more: DropCounts) {
+        self.dropped.deserialization_error += more.deserialization_error;
+        self.dropped.negative_timestamp += more.negative_timestamp;
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Stamped<R>> {
         self.fifo.iter()
     }

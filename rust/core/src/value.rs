@@ -179,7 +179,7 @@ pub fn parse_uuid(text: &[u8]) -> Option<[u8; 16]> {
             b'A'..=b'F' => c - b'A' + 10,
             _ => return None,
         };
-        out[nibbles / 2] |= if nibbles % 2 == 0 { v << 4 } else { v };
+        out[nibbles / 2] |= if nibbles.is_multiple_of(2) { v << 4 } else { v };
         nibbles += 1;
     }
     Some(out)

@@ -7,7 +7,12 @@
 use pyo3::prelude::*;
 
 mod arrow;
+mod convert;
 mod errors;
+mod queue;
+mod records;
+mod serde;
+mod stamp;
 
 /// `"release"` or `"debug"`: benchmarks refuse to report numbers of a debug build.
 #[pyfunction]
@@ -31,5 +36,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_profile, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     arrow::register(m)?;
+    serde::register(m)?;
+    stamp::register(m)?;
+    records::register(m)?;
+    queue::register(m)?;
     Ok(())
 }
