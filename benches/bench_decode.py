@@ -10,10 +10,9 @@ import struct
 
 import pyarrow as pa
 import pytest
+from benches._common import size
 
 from streamstate import _core
-
-from .conftest import size
 
 N = size(1_000_000)
 

@@ -1,23 +1,10 @@
-"""Benchmark settings: sizes, and a guard against timing a debug build.
-
-``STREAMSTATE_BENCH_QUICK=1`` (used by ``make bench-quick`` in CI) shrinks every input so the
-suite runs in seconds and still prints its comparison tables; ``make bench`` uses full sizes.
-"""
+"""Benchmark settings: a guard against timing a debug build (sizes: ``benches/_common.py``)."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from streamstate import _core
-
-QUICK = os.environ.get("STREAMSTATE_BENCH_QUICK") == "1"
-
-
-def size(full: int) -> int:
-    """The input size for a benchmark whose full size is ``full``."""
-    return max(1, full // 20) if QUICK else full
 
 
 @pytest.fixture(autouse=True)

@@ -166,3 +166,28 @@ class PartitionGroup:
     def partitions(self) -> list[Any]: ...
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
+
+@final
+class Stamper:
+    """Kafka Streams' record-queue admission over Kafka-source Arrow batches (``stamp``).
+
+    Built from the ``_spec`` tuples of built-in serdes/extractors; ``handler`` is ``"fail"`` or
+    ``"continue"``; ``value_type`` (a ``pyarrow.DataType``) makes JSON/Avro values that type.
+    Partition time carries across ``stamp`` calls.
+    """
+
+    def __new__(
+        cls,
+        key_spec: tuple[Any, ...],
+        value_spec: tuple[Any, ...],
+        extractor_spec: tuple[Any, ...],
+        handler: str = "fail",
+        value_type: Any = None,
+    ) -> Stamper: ...
+    def stamp(self, batch: Any) -> pa.RecordBatch:
+        """Admitted records of ``batch``: topic, partition, offset, timestamp, key, value,
+        partition_time; per partition in offset order."""
+    @property
+    def schema(self) -> pa.Schema: ...
+    def partition_time(self, topic: str, partition: int) -> int: ...
+    def dropped_records(self) -> dict[tuple[str, int], dict[str, int]]: ...

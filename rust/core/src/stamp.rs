@@ -261,11 +261,15 @@ impl Stamper {
         partition_time: i64,
     ) -> Result<Admission<()>> {
         let before = key_col.len();
-        if let Err(e) = append(&self.key, self.key_mode, key_col, raw_key) {
+        if let Err(e) = append(&self.key, self.key_mode, key_col, raw_key, None) {
             key_col.truncate(before);
             return self.deserialization_failed("key", &self.key, e, offset);
         }
-        let decoded = match append(&self.value, self.value_mode, value_col, raw_value) {
+        let capture = match (&self.extractor, self.value_mode) {
+            (TimestampExtractor::JsonField { path, .. }, Mode::JsonTyped) => Some(path.as_slice()),
+            _ => None,
+        };
+        let decoded = match append(&self.value, self.value_mode, value_col, raw_value, capture) {
             Ok(v) => v,
             Err(e) => {
                 key_col.truncate(before);
@@ -276,10 +280,21 @@ impl Stamper {
         // JSON that was not turned into a `Value` is handed to the extractor as raw bytes: the
         // JSON-field extractor then reads just its field.
         const RAW: Value = Value::Bytes(Vec::new());
-        let value = match (&decoded, raw_value) {
-            (Some(v), _) => v,
-            (None, None) => &Value::Null,
-            (None, Some(_)) => &RAW,
+        let nested;
+        let (value, raw_value) = match decoded {
+            Decoded::Value(ref v) => (v, raw_value),
+            Decoded::Raw => (
+                if raw_value.is_some() {
+                    &RAW
+                } else {
+                    &Value::Null
+                },
+                raw_value,
+            ),
+            Decoded::Captured(field) => {
+                nested = nest(capture.unwrap_or_default(), field);
+                (&nested, None)
+            }
         };
         let input = ExtractInput {
             record_timestamp,
@@ -334,16 +349,17 @@ fn append(
     mode: Mode,
     col: &mut Col,
     raw: Option<&[u8]>,
-) -> std::result::Result<Option<Value>, DeserializeError> {
+    capture: Option<&[String]>,
+) -> std::result::Result<Decoded, DeserializeError> {
     let Some(data) = raw else {
         col.append_null();
-        return Ok(Some(Value::Null));
+        return Ok(Decoded::Value(Value::Null));
     };
     match mode {
         Mode::Value => {
             let v = de.deserialize(Some(data))?;
             col.append_value(&v);
-            Ok(Some(v))
+            Ok(Decoded::Value(v))
         }
         Mode::ValueText => {
             let v = de.deserialize(Some(data))?;
@@ -351,7 +367,7 @@ fn append(
                 Ok(text) => col.append_str(std::str::from_utf8(&text).unwrap_or_default()),
                 Err(_) => col.append_null(),
             }
-            Ok(Some(v))
+            Ok(Decoded::Value(v))
         }
         Mode::JsonText => {
             let mut d = serde_json::Deserializer::from_slice(data);
@@ -361,15 +377,53 @@ fn append(
             let text = std::str::from_utf8(data)
                 .map_err(|e| DeserializeError::new(format!("invalid JSON: {e}")))?;
             col.append_str(text);
-            Ok(None)
+            Ok(Decoded::Raw)
         }
         Mode::JsonTyped => {
             let mut d = serde_json::Deserializer::from_slice(data);
-            ColSeed(col).deserialize(&mut d).map_err(json_error)?;
+            let decoded = match capture {
+                None => {
+                    ColSeed(col).deserialize(&mut d).map_err(json_error)?;
+                    Decoded::Raw
+                }
+                Some(path) => {
+                    let mut slot = None;
+                    CaptureSeed {
+                        col,
+                        path,
+                        slot: &mut slot,
+                    }
+                    .deserialize(&mut d)
+                    .map_err(json_error)?;
+                    Decoded::Captured(slot)
+                }
+            };
             d.end().map_err(json_error)?;
-            Ok(None)
+            Ok(decoded)
         }
     }
+}
+
+/// What the extractor gets to see of a value after it was written to its column.
+enum Decoded {
+    /// The whole decoded value.
+    Value(Value),
+    /// Nothing decoded: the extractor reads the raw bytes itself.
+    Raw,
+    /// Only the value at the JSON-field extractor's path (`None`: missing).
+    Captured(Option<Value>),
+}
+
+/// `{"a": {"b": field}}` for the path `a.b`: the smallest value on which the JSON-field
+/// extractor finds `field` (or finds nothing, when it is missing).
+fn nest(path: &[String], field: Option<Value>) -> Value {
+    let Some(mut v) = field else {
+        return Value::Map(Vec::new());
+    };
+    for key in path.iter().rev() {
+        v = Value::Map(vec![(key.clone(), v)]);
+    }
+    v
 }
 
 struct Group {
@@ -1020,10 +1074,12 @@ where
 
 fn string<O: OffsetSizeTrait>(b: Bytes) -> Result<ArrayRef> {
     let offs = offsets::<O>(&b.offsets)?;
-    Ok(Arc::new(
-        GenericStringArray::<O>::try_new(offs, Buffer::from_vec(b.data), nulls(b.valid))
-            .map_err(arrow_err)?,
-    ))
+    // SAFETY: a `Col::Str` only ever receives whole `&str`s (or bytes checked with
+    // `from_utf8`), and truncation cuts at value boundaries, so every value is valid UTF-8
+    // and the offsets are monotonic and in bounds; re-validating would cost a pass over the data.
+    Ok(Arc::new(unsafe {
+        GenericStringArray::<O>::new_unchecked(offs, Buffer::from_vec(b.data), nulls(b.valid))
+    }))
 }
 
 fn binary<O: OffsetSizeTrait>(b: Bytes) -> Result<ArrayRef> {
@@ -1209,7 +1265,12 @@ impl<'de> Visitor<'de> for ColSeed<'_> {
             Col::Struct(names, children, v) => {
                 let row = v.len();
                 let mut hint = 0;
-                while let Some(found) = map.next_key_seed(FieldIndex { names, hint })? {
+                let seed = |hint| FieldIndex {
+                    names,
+                    hint,
+                    head: None,
+                };
+                while let Some((found, _)) = map.next_key_seed(seed(hint))? {
                     match found {
                         Some(i) => {
                             let child = &mut children[i];
@@ -1254,31 +1315,142 @@ impl<'de> Visitor<'de> for ColSeed<'_> {
 
 /// Finds the struct field an object key names; `hint` is tried first (fields usually come in
 /// schema order).
+/// Also tells whether the key is `head` (the next step of a captured path).
 struct FieldIndex<'a> {
     names: &'a [String],
     hint: usize,
+    head: Option<&'a str>,
 }
 
 impl<'de> DeserializeSeed<'de> for FieldIndex<'_> {
-    type Value = Option<usize>;
+    type Value = (Option<usize>, bool);
     fn deserialize<D: de::Deserializer<'de>>(
         self,
         d: D,
-    ) -> std::result::Result<Option<usize>, D::Error> {
+    ) -> std::result::Result<(Option<usize>, bool), D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl Visitor<'_> for FieldIndex<'_> {
-    type Value = Option<usize>;
+    type Value = (Option<usize>, bool);
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object key")
     }
-    fn visit_str<E>(self, key: &str) -> std::result::Result<Option<usize>, E> {
+    fn visit_str<E>(self, key: &str) -> std::result::Result<(Option<usize>, bool), E> {
+        let is_head = self.head == Some(key);
         if self.names.get(self.hint).is_some_and(|n| n == key) {
-            return Ok(Some(self.hint));
+            return Ok((Some(self.hint), is_head));
         }
-        Ok(self.names.iter().position(|n| n == key))
+        Ok((self.names.iter().position(|n| n == key), is_head))
+    }
+}
+
+/// Like [`ColSeed`], and also keeps a copy of the value at `path` (the JSON-field timestamp),
+/// so the extractor needs no second pass over the bytes. As in a raw-bytes lookup, the last of
+/// repeated keys wins and a missing step leaves `slot` empty.
+struct CaptureSeed<'a, 'p> {
+    col: &'a mut Col,
+    path: &'p [String],
+    slot: &'a mut Option<Value>,
+}
+
+impl<'de> DeserializeSeed<'de> for CaptureSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CaptureSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_unit()
+    }
+    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_none()
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_bool(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_i64(v)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_u64(v)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_f64(v)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<(), E> {
+        ColSeed(self.col).visit_str(v)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<(), A::Error> {
+        ColSeed(self.col).visit_seq(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let CaptureSeed { col, path, slot } = self;
+        let Some((head, rest)) = path.split_first() else {
+            return Ok(());
+        };
+        let Col::Struct(names, children, v) = col else {
+            let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            *slot = value.get_path(path).cloned();
+            col.append_value(&value);
+            return Ok(());
+        };
+        let row = v.len();
+        let mut hint = 0;
+        while let Some((found, is_head)) = map.next_key_seed(FieldIndex {
+            names,
+            hint,
+            head: Some(head),
+        })? {
+            if let Some(i) = found {
+                if children[i].len() > row {
+                    children[i].truncate(row); // a repeated key: the last wins
+                }
+                hint = i + 1;
+            }
+            if !is_head {
+                match found {
+                    Some(i) => map.next_value_seed(ColSeed(&mut children[i]))?,
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                continue;
+            }
+            *slot = None;
+            match found {
+                Some(i) if !rest.is_empty() => map.next_value_seed(CaptureSeed {
+                    col: &mut children[i],
+                    path: rest,
+                    slot: &mut *slot,
+                })?,
+                found => {
+                    let value: Value = map.next_value()?;
+                    *slot = value.get_path(rest).cloned();
+                    if let Some(i) = found {
+                        children[i].append_value(&value);
+                    }
+                }
+            }
+        }
+        for c in children.iter_mut() {
+            if c.len() == row {
+                c.append_null();
+            }
+        }
+        v.push(true);
+        Ok(())
     }
 }
 
@@ -1319,7 +1491,7 @@ pub fn json_to_array(docs: &[Option<&[u8]>], t: &DataType) -> Result<ArrayRef> {
     check_supported(t, "type")?;
     let mut col = Col::new(t);
     for doc in docs {
-        append(&Deserializer::Json, Mode::JsonTyped, &mut col, *doc)
+        append(&Deserializer::Json, Mode::JsonTyped, &mut col, *doc, None)
             .map_err(|e| CoreError::new(ErrorKind::Deserialization, e.reason))?;
     }
     col.finish(t)
@@ -1549,6 +1721,70 @@ mod tests {
         let err = st.stamp(&b2, &mut state).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArgument);
         assert_eq!(err.location.offset, Some(3));
+    }
+
+    #[test]
+    fn captured_json_field_agrees_with_the_raw_bytes_lookup() {
+        let docs: Vec<Option<&[u8]>> = vec![
+            Some(br#"{"meta": {"ts": 10}}"#),
+            Some(br#"{"meta": {"ts": 5}, "meta": {"x": 1}}"#),
+            Some(br#"{"meta": {"ts": 7}, "meta": {"ts": 30}}"#),
+            Some(br#"{"meta": 3}"#),
+            Some(br#"[1, 2]"#),
+            Some(br#"null"#),
+            None,
+            Some(br#"{"meta": {"ts": 2.0e1}}"#),
+            Some(br#"{"meta": {"ts": -4}}"#),
+            Some(br#"{"meta": {"ts": "12"}}"#),
+            Some(br#"{"meta": {"ts": 40, "deep": {"a": [1]}}, "id": 2}"#),
+        ];
+        let n = docs.len();
+        let offsets: Vec<i64> = (0..n as i64).collect();
+        let batch = kafka_batch(&vec![0; n], &offsets, &vec![1; n], &docs);
+        let schemas = [
+            Some(event_type()),
+            // The timestamp's parent is not in the schema at all.
+            Some(struct_type(vec![Field::new("id", DataType::Int64, true)])),
+            // The parent is a string column (gets the JSON text).
+            Some(struct_type(vec![Field::new("meta", DataType::Utf8, true)])),
+            // The timestamp itself is a string column.
+            Some(struct_type(vec![Field::new(
+                "meta",
+                struct_type(vec![Field::new("ts", DataType::Utf8, true)]),
+                true,
+            )])),
+        ];
+        for policy in [OnInvalid::Skip, OnInvalid::PartitionTime] {
+            let extractor =
+                TimestampExtractor::json_field("meta.ts", TsUnit::Millis, policy).unwrap();
+            let reference = Stamper::new(
+                Deserializer::Bytes,
+                Deserializer::Json,
+                extractor.clone(),
+                Handler::Fail,
+                None,
+            )
+            .unwrap();
+            let want = reference.stamp(&batch, &mut StampState::new()).unwrap();
+            for schema in &schemas {
+                let st = Stamper::new(
+                    Deserializer::Bytes,
+                    Deserializer::Json,
+                    extractor.clone(),
+                    Handler::Fail,
+                    schema.clone(),
+                )
+                .unwrap();
+                let got = st.stamp(&batch, &mut StampState::new()).unwrap();
+                for c in [2, 3, 6] {
+                    assert_eq!(
+                        got.column(c).to_data(),
+                        want.column(c).to_data(),
+                        "{schema:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

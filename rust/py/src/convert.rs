@@ -1,5 +1,7 @@
 //! `Value` <-> Python objects: the one place where decoded data changes sides.
 
+use std::collections::HashMap;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -12,9 +14,42 @@ fn uuid_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     UUID_CLASS.import(py, "uuid", "UUID")
 }
 
+/// Python strings for the field names of decoded objects, reused across records: a stream of
+/// JSON or Avro values repeats the same few keys, and building each key afresh would cost
+/// more than parsing it (CPython's `json` memoizes keys for the same reason).
+#[derive(Default)]
+pub struct KeyCache {
+    keys: HashMap<String, Py<PyString>>,
+}
+
+impl KeyCache {
+    /// Caches keys up to this many; a stream with unbounded distinct keys stops caching.
+    const CAPACITY: usize = 4096;
+
+    fn key<'py>(&mut self, py: Python<'py>, k: &str) -> Bound<'py, PyString> {
+        if let Some(s) = self.keys.get(k) {
+            return s.bind(py).clone();
+        }
+        let s = PyString::new(py, k);
+        if self.keys.len() < Self::CAPACITY {
+            self.keys.insert(k.to_owned(), s.clone().unbind());
+        }
+        s
+    }
+}
+
 /// Builds the Python object for a decoded value (JSON objects and Avro records become dicts,
 /// UUIDs `uuid.UUID`).
 pub fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    value_to_py_cached(py, value, &mut KeyCache::default())
+}
+
+/// `value_to_py` with field names taken from (and added to) `cache`.
+pub fn value_to_py_cached<'py>(
+    py: Python<'py>,
+    value: &Value,
+    cache: &mut KeyCache,
+) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
@@ -34,14 +69,14 @@ pub fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, P
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
-                list.append(value_to_py(py, item)?)?;
+                list.append(value_to_py_cached(py, item, cache)?)?;
             }
             list.into_any()
         }
         Value::Map(entries) => {
             let dict = PyDict::new(py);
             for (k, v) in entries {
-                dict.set_item(k, value_to_py(py, v)?)?;
+                dict.set_item(cache.key(py, k), value_to_py_cached(py, v, cache)?)?;
             }
             dict.into_any()
         }

@@ -6,7 +6,7 @@
 //! method (the slow path) with the same semantics. An Arrow batch handled entirely by built-in
 //! components is decoded with the GIL released.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
@@ -23,7 +23,7 @@ use streamstate_core::serde::Deserializer;
 use streamstate_core::timestamp::{ExtractInput, TimestampExtractor, NOT_KNOWN};
 use streamstate_core::value::Value;
 
-use crate::convert::value_to_py;
+use crate::convert::{value_to_py_cached, KeyCache};
 use crate::errors::{guard, streams_error, to_py};
 use crate::records::{ConsumerRecord, StampedRecord, CREATE_TIME};
 use crate::serde::{NativeDeserializer, NativeExtractor};
@@ -147,6 +147,7 @@ struct Ctx {
     extractor: Extract,
     handler: Handler,
     logger: Py<PyAny>,
+    keys: Mutex<KeyCache>,
 }
 
 /// Kafka Streams' per-partition FIFO of stamped records (see `streamstate.RecordQueue`).
@@ -169,6 +170,7 @@ impl Ctx {
         which: &Deser,
         raw: &Bound<'py, PyAny>,
         keep_value: bool,
+        keys: &mut KeyCache,
     ) -> Result<(Py<PyAny>, Option<Value>), String> {
         match which {
             Deser::Native(Deserializer::Bytes) => {
@@ -194,7 +196,7 @@ impl Ctx {
                     de.deserialize(Some(&copied))
                 }
                 .map_err(|e| format!("{}: {}", de.name(), e))?;
-                let obj = value_to_py(py, &decoded).map_err(|e| e.to_string())?;
+                let obj = value_to_py_cached(py, &decoded, keys).map_err(|e| e.to_string())?;
                 Ok((obj.unbind(), keep_value.then_some(decoded)))
             }
             Deser::Python(obj) => {
@@ -310,8 +312,9 @@ impl Ctx {
         py: Python<'_>,
         raw: Raw<'_>,
         partition_time: i64,
+        keys: &mut KeyCache,
     ) -> PyResult<Admission<Held>> {
-        let (key, _) = match self.decode(py, &self.key, &raw.key, false) {
+        let (key, _) = match self.decode(py, &self.key, &raw.key, false, keys) {
             Ok(k) => k,
             Err(reason) => {
                 self.on_deserialization_error(py, &raw, "key", &reason)?;
@@ -325,7 +328,7 @@ impl Ctx {
             self.extractor,
             Extract::Native(TimestampExtractor::JsonField { .. })
         );
-        let (value, decoded) = match self.decode(py, &self.value, &raw.value, keep_value) {
+        let (value, decoded) = match self.decode(py, &self.value, &raw.value, keep_value, keys) {
             Ok(v) => v,
             Err(reason) => {
                 self.on_deserialization_error(py, &raw, "value", &reason)?;
@@ -632,9 +635,16 @@ impl PyRecordQueue {
     fn admit_all(&mut self, py: Python<'_>, raws: Vec<Raw<'_>>) -> PyResult<usize> {
         let ctx = &self.ctx;
         let mut drops = Vec::new();
-        let result = self
-            .queue
-            .add_with(raws, |raw, pt| ctx.admit(py, raw, pt), |d| drops.push(d));
+        let mut keys = ctx
+            .keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let result = self.queue.add_with(
+            raws,
+            |raw, pt| ctx.admit(py, raw, pt, &mut keys),
+            |d| drops.push(d),
+        );
+        drop(keys);
         for d in drops {
             ctx.log_drop(py, d);
         }
@@ -674,19 +684,24 @@ impl PyRecordQueue {
                 .as_ref(),
         )
         .map_err(|e| to_py(py, e))?;
+        let mut keys = self
+            .ctx
+            .keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         while let Some(Stamped {
             offset,
             timestamp,
             record: (row, k, v),
         }) = scratch.poll()
         {
-            let key_obj = value_to_py(py, &k)?.unbind();
+            let key_obj = value_to_py_cached(py, &k, &mut keys)?.unbind();
             let value_obj = match &self.ctx.value {
                 Deser::Native(Deserializer::Bytes) => match values.get(row) {
                     Some(b) => PyBytes::new(py, b).into_any().unbind(),
                     None => py.None(),
                 },
-                _ => value_to_py(py, &v)?.unbind(),
+                _ => value_to_py_cached(py, &v, &mut keys)?.unbind(),
             };
             self.queue.push(
                 offset,
@@ -698,6 +713,7 @@ impl PyRecordQueue {
                 },
             );
         }
+        drop(keys);
         self.queue.add_drops(scratch.dropped());
         for d in drops {
             if d.reason == DropReason::DeserializationError {
@@ -815,6 +831,7 @@ impl PyRecordQueue {
                 extractor: extract_from(timestamp_extractor.as_ref())?,
                 handler,
                 logger,
+                keys: Mutex::new(KeyCache::default()),
             },
             queue: RecordQueue::new(),
         })
