@@ -9,9 +9,12 @@ path, one Python call per record).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from streamstate import _core
+
+_log = logging.getLogger("streamstate.timestamps")
 
 __all__ = [
     "FailOnInvalidTimestamp",
@@ -35,7 +38,18 @@ class TimestampExtractor:
 
     def extract(self, record: Any, partition_time: int) -> int:
         """The timestamp (epoch ms) of ``record``; negative means "drop it"."""
-        return int(self._native.extract(record, partition_time))
+        ts = int(self._native.extract(record, partition_time))
+        if ts < 0:
+            # Inside a RecordQueue the queue logs the drop; called directly, say it here.
+            _log.warning(
+                "Input record (topic %s, partition %s, offset %s) will be dropped because it "
+                "has an invalid (negative) timestamp %d",
+                getattr(record, "topic", None),
+                getattr(record, "partition", None),
+                getattr(record, "offset", None),
+                ts,
+            )
+        return ts
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -29,6 +29,53 @@ use crate::records::{ConsumerRecord, StampedRecord, CREATE_TIME};
 use crate::serde::{NativeDeserializer, NativeExtractor};
 
 static MESSAGE_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static MESSAGE_METHODS: PyOnceLock<MessageMethods> = PyOnceLock::new();
+
+/// The method descriptors of `confluent_kafka.Message`, called directly on each message.
+///
+/// `msg.key()` through the limited API (abi3, Python 3.10) means a lookup that allocates a
+/// bound method, then a call with an argument tuple; calling the unbound descriptor with
+/// `PyObject_CallFunctionObjArgs` goes through vectorcall with no allocation. This is the
+/// hot loop of `add_raw_records` over consumer messages.
+struct MessageMethods {
+    key: Py<PyAny>,
+    value: Py<PyAny>,
+    timestamp: Py<PyAny>,
+    offset: Py<PyAny>,
+    headers: Py<PyAny>,
+    error: Py<PyAny>,
+}
+
+impl MessageMethods {
+    fn new(cls: &Bound<'_, PyType>) -> PyResult<Self> {
+        Ok(MessageMethods {
+            key: cls.getattr("key")?.unbind(),
+            value: cls.getattr("value")?.unbind(),
+            timestamp: cls.getattr("timestamp")?.unbind(),
+            offset: cls.getattr("offset")?.unbind(),
+            headers: cls.getattr("headers")?.unbind(),
+            error: cls.getattr("error")?.unbind(),
+        })
+    }
+
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        method: &Py<PyAny>,
+        msg: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: both pointers are live objects held by the caller, the argument list is
+        // NULL-terminated, and the result is a new reference (or NULL with an exception set).
+        unsafe {
+            let out = pyo3::ffi::PyObject_CallFunctionObjArgs(
+                method.as_ptr(),
+                msg.as_ptr(),
+                std::ptr::null_mut::<pyo3::ffi::PyObject>(),
+            );
+            Bound::from_owned_ptr_or_err(py, out)
+        }
+    }
+}
 static STREAMS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// A key or value deserializer: the core's, or a Python object's `deserialize`.
@@ -468,6 +515,7 @@ fn read_raw<'py>(
     py: Python<'py>,
     item: &Bound<'py, PyAny>,
     message_cls: Option<&Bound<'py, PyType>>,
+    message_methods: Option<&MessageMethods>,
 ) -> PyResult<Raw<'py>> {
     if let Ok(rec) = item.cast::<ConsumerRecord>() {
         let r = rec.get();
@@ -480,26 +528,28 @@ fn read_raw<'py>(
             headers: (!r.headers.is_none(py)).then(|| r.headers.bind(py).clone()),
         });
     }
-    if message_cls.is_some_and(|cls| item.is_exact_instance(cls)) {
-        let error = item.call_method0(intern!(py, "error"))?;
-        if !error.is_none() {
-            return Err(PyValueError::new_err(format!(
-                "a consumer message carries an error, not a record: {}",
-                error.str()?
-            )));
+    if let Some(methods) = message_methods {
+        if message_cls.is_some_and(|cls| item.is_exact_instance(cls)) {
+            let error = methods.call(py, &methods.error, item)?;
+            if !error.is_none() {
+                return Err(PyValueError::new_err(format!(
+                    "a consumer message carries an error, not a record: {}",
+                    error.str()?
+                )));
+            }
+            let ts = methods.call(py, &methods.timestamp, item)?;
+            let (kind, timestamp): (i32, i64) = ts.extract()?;
+            let headers = methods.call(py, &methods.headers, item)?;
+            return Ok(Raw {
+                offset: methods.call(py, &methods.offset, item)?.extract()?,
+                // confluent-kafka numbers timestamp types 0/1/2; Kafka (and we) use -1/0/1.
+                timestamp: if kind == 0 { NOT_KNOWN } else { timestamp },
+                timestamp_type: kind - 1,
+                key: methods.call(py, &methods.key, item)?,
+                value: methods.call(py, &methods.value, item)?,
+                headers: (!headers.is_none()).then_some(headers),
+            });
         }
-        let ts = item.call_method0(intern!(py, "timestamp"))?;
-        let (kind, timestamp): (i32, i64) = ts.extract()?;
-        let headers = item.call_method0(intern!(py, "headers"))?;
-        return Ok(Raw {
-            offset: item.call_method0(intern!(py, "offset"))?.extract()?,
-            // confluent-kafka numbers timestamp types 0/1/2; Kafka (and we) use -1/0/1.
-            timestamp: if kind == 0 { NOT_KNOWN } else { timestamp },
-            timestamp_type: kind - 1,
-            key: item.call_method0(intern!(py, "key"))?,
-            value: item.call_method0(intern!(py, "value"))?,
-            headers: (!headers.is_none()).then_some(headers),
-        });
     }
     let headers = item
         .getattr(intern!(py, "headers"))
@@ -625,9 +675,13 @@ impl PyRecordQueue {
             records.try_iter()?.collect::<PyResult<_>>()?
         };
         let message_cls = MESSAGE_CLASS.import(py, "confluent_kafka", "Message").ok();
+        let message_methods = match message_cls {
+            Some(cls) => Some(MESSAGE_METHODS.get_or_try_init(py, || MessageMethods::new(cls))?),
+            None => None,
+        };
         let mut raws = Vec::with_capacity(items.len());
         for item in &items {
-            raws.push(read_raw(py, item, message_cls)?);
+            raws.push(read_raw(py, item, message_cls, message_methods)?);
         }
         self.admit_all(py, raws)
     }
