@@ -502,6 +502,19 @@ impl Ctx {
     }
 }
 
+/// `topic-partition`, as Kafka prints a TopicPartition, for any object with those attributes.
+fn describe_partition(tp: &Bound<'_, PyAny>) -> String {
+    let topic = tp.getattr("topic").and_then(|t| t.extract::<String>());
+    let partition = tp.getattr("partition").and_then(|p| p.extract::<i64>());
+    match (topic, partition) {
+        (Ok(t), Ok(p)) => format!("{t}-{p}"),
+        _ => tp
+            .str()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|_| "?".to_owned()),
+    }
+}
+
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
@@ -1030,7 +1043,7 @@ impl PyPartitionGroup {
             Some(i) => i.extract(),
             None => Err(PyKeyError::new_err(format!(
                 "partition {} not found in this PartitionGroup",
-                tp.str()?
+                describe_partition(tp)
             ))),
         }
     }
