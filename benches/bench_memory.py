@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from benches._common import size
 
 N = size(1_000_000)
