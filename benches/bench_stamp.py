@@ -19,10 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from benches._common import size
 
 from streamstate import _core
-
-from benches._common import size
 
 N = size(1_000_000)
 SPARK_N = size(1_000_000)
@@ -101,7 +100,7 @@ def python_stamp(batch: pa.RecordBatch) -> pa.RecordBatch:
     for i in range(len(values_in)):
         k = keys_in[i]
         raw = values_in[i]
-        doc = None if raw is None else json.loads(raw)
+        doc: dict[str, Any] = json.loads(raw)  # every record has a value here
         ts = doc["meta"]["ts"]
         if not isinstance(ts, int) or ts < 0:
             raise ValueError(f"invalid timestamp at offset {offsets_in[i]}")
@@ -258,12 +257,14 @@ def spark_from_json(df: Any) -> int:
 GROUP_SPARK = "stamp on Spark, in-memory DataFrame (2 Kafka partitions), local[2]"
 
 
+def benchmarks_enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("benchmark_enable")) or not config.getoption("benchmark_disable")
+
+
 @pytest.mark.benchmark(group=GROUP_SPARK)
 @pytest.mark.parametrize("strategy", ["as_is", "sort", "group"])
-def bench_spark_stamp(
-    benchmark: Any, request: pytest.FixtureRequest, strategy: str
-) -> None:
-    if request.config.getoption("benchmark_disable"):
+def bench_spark_stamp(benchmark: Any, request: pytest.FixtureRequest, strategy: str) -> None:
+    if not benchmarks_enabled(request.config):
         pytest.skip("Spark benchmarks run only with --benchmark-enable")
     spark = request.getfixturevalue("spark_session")
     df = spark_frame(spark, SPARK_N, 2)
@@ -275,11 +276,37 @@ def bench_spark_stamp(
 
 @pytest.mark.benchmark(group=GROUP_SPARK)
 def bench_spark_from_json(benchmark: Any, request: pytest.FixtureRequest) -> None:
-    if request.config.getoption("benchmark_disable"):
+    if not benchmarks_enabled(request.config):
         pytest.skip("Spark benchmarks run only with --benchmark-enable")
     spark = request.getfixturevalue("spark_session")
     df = spark_frame(spark, SPARK_N, 2)
     benchmark.extra_info.update(rows=SPARK_N, implementation="from_json + column expressions")
     count = benchmark.pedantic(spark_from_json, args=(df,), rounds=3, iterations=1)
     assert count == SPARK_N
+    df.unpersist()
+
+
+def test_spark_stamp_agrees_with_from_json(request: pytest.FixtureRequest) -> None:
+    """The tiny correctness pass of the Spark pair (plain test runs; skipped when timing)."""
+    if benchmarks_enabled(request.config):
+        pytest.skip("covered by the Spark benchmarks")
+    from pyspark.sql import functions as F
+
+    from streamstate.serde import JsonDeserializer, LongDeserializer
+    from streamstate.spark import stamp
+    from streamstate.timestamps import JsonFieldTimestampExtractor
+
+    spark = request.getfixturevalue("spark_session")
+    df = spark_frame(spark, 300, 2)
+    ours = stamp(
+        df,
+        key_deserializer=LongDeserializer(),
+        value_deserializer=JsonDeserializer(),
+        timestamp_extractor=JsonFieldTimestampExtractor("meta.ts"),
+        value_schema=VALUE_DDL,
+    ).select("partition", "offset", "value")
+    theirs = df.select(
+        "partition", "offset", F.from_json(F.col("value").cast("string"), VALUE_DDL).alias("value")
+    )
+    assert sorted(ours.collect()) == sorted(theirs.collect())
     df.unpersist()

@@ -5,7 +5,21 @@ from typing import Any, final
 
 import pyarrow as pa
 
-__all__: list[str]
+__all__ = [
+    "ConsumerRecord",
+    "NativeDeserializer",
+    "NativeExtractor",
+    "NativeSerializer",
+    "PartitionGroup",
+    "RecordQueue",
+    "StampedRecord",
+    "Stamper",
+    "__version__",
+    "_panic_for_test",
+    "build_profile",
+    "decode_column",
+    "decode_kafka_batch",
+]
 __version__: str
 
 def build_profile() -> str:

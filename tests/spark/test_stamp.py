@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import struct
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -64,7 +64,12 @@ def test_stamp_over_the_kafka_source_matches_record_queue(
         strategy="as_is",
     ).collect()
     got = {
-        (r.partition, r.offset): (r.timestamp, r.key, r.value.asDict(recursive=True), r.partition_time)
+        (r.partition, r.offset): (
+            r.timestamp,
+            r.key,
+            r.value.asDict(recursive=True),
+            r.partition_time,
+        )
         for r in rows
     }
 
@@ -155,21 +160,20 @@ def test_stamp_of_an_in_memory_frame_through_every_strategy(spark: Any) -> None:
         (1, 2, 5000, 5000),
         (1, 3, 6000, 6000),
     ]
-    for strategy in ("sort", "group"):
+    strategies: tuple[Literal["sort", "group"], ...] = ("sort", "group")
+    for strategy in strategies:
         out = stamp(
             df,
             key_deserializer=LongDeserializer(),
             value_deserializer=BytesDeserializer(),
             timestamp_extractor=UsePartitionTimeOnInvalidTimestamp(),
-            strategy=strategy,  # type: ignore[arg-type]
+            strategy=strategy,
         )
         assert out.schema.simpleString() == (
             "struct<topic:string,partition:int,offset:bigint,timestamp:bigint,key:bigint,"
             "value:binary,partition_time:bigint>"
         )
-        got = sorted(
-            (r.partition, r.offset, r.timestamp, r.partition_time) for r in out.collect()
-        )
+        got = sorted((r.partition, r.offset, r.timestamp, r.partition_time) for r in out.collect())
         assert got == expected, strategy
 
 

@@ -92,7 +92,9 @@ def test_negative_record_timestamps_under_each_policy() -> None:
     skip = stamper(extractor=LogAndSkipOnInvalidTimestamp())
     out = skip.stamp(batch(rows))
     assert out.column("offset").to_pylist() == [1]
-    assert skip.dropped_records() == {("t", 0): {"deserialization_error": 0, "negative_timestamp": 2}}
+    assert skip.dropped_records() == {
+        ("t", 0): {"deserialization_error": 0, "negative_timestamp": 2}
+    }
 
     use_pt = stamper(extractor=UsePartitionTimeOnInvalidTimestamp())
     with pytest.raises(InvalidTimestampError):  # partition time still unknown at offset 0
@@ -130,7 +132,12 @@ def test_json_values_become_a_struct_with_nulls_for_missing_or_mistyped_fields()
         "tags": ["x", "y"],
         "attrs": [("k", 1.5)],
     }
-    assert values[1] == {"id": None, "meta": {"ts": 20, "source": None}, "tags": None, "attrs": None}
+    assert values[1] == {
+        "id": None,
+        "meta": {"ts": 20, "source": None},
+        "tags": None,
+        "attrs": None,
+    }
     # A non-string JSON value in a string field comes out as its JSON text, as in from_json.
     assert values[2]["meta"]["source"] == '{"nested":true}'
     assert values[2]["tags"] == ["1", None]
@@ -241,7 +248,9 @@ def test_matches_record_queue() -> None:
     expected = []
     while (rec := queue.poll()) is not None:
         expected.append((rec.offset, rec.timestamp, rec.key, rec.value))
-    st = stamper(LONG, JSON, extractor, "continue", pa.struct([("meta", pa.struct([("ts", pa.int64())]))]))
+    st = stamper(
+        LONG, JSON, extractor, "continue", pa.struct([("meta", pa.struct([("ts", pa.int64())]))])
+    )
     out = st.stamp(batch(rows)).to_pylist()
     got = [(r["offset"], r["timestamp"], r["key"], r["value"]) for r in out]
     assert [g[:3] for g in got] == [e[:3] for e in expected]
