@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from benches._common import size
@@ -26,15 +26,6 @@ from streamstate.timestamps import FailOnInvalidTimestamp, JsonFieldTimestampExt
 
 N = size(1_000_000)
 BASE_TS = 1_700_000_000_000
-
-
-class Raw(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: Any
-    value: Any
 
 
 def messages(values: list[bytes]) -> list[Message]:
@@ -82,7 +73,9 @@ def run_rust(msgs: list[Message], **config: Any) -> tuple[int, Any]:
 def run_oracle(msgs: list[Message], **config: Any) -> tuple[int, Any]:
     q = oracle.OracleRecordQueue("events", 0, **config)
     q.add_raw_records(
-        Raw(m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value())
+        oracle.OracleRecord(
+            m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value()
+        )
         for m in msgs
     )
     return drain(q)

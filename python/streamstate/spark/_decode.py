@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 __all__ = ["decode_kafka_columns"]
 
-_SPARK_TYPES = {
+# Spark DDL of the column each flat built-in deserializer produces.
+SPARK_TYPES = {
     "bytes": "binary",
     "string": "string",
     "short": "smallint",
@@ -27,8 +28,8 @@ _SPARK_TYPES = {
 
 
 def _check(name: str) -> None:
-    if name not in _SPARK_TYPES:
-        raise ValueError(f"unknown deserializer {name!r}; expected one of {sorted(_SPARK_TYPES)}")
+    if name not in SPARK_TYPES:
+        raise ValueError(f"unknown deserializer {name!r}; expected one of {sorted(SPARK_TYPES)}")
 
 
 def decode_kafka_columns(df: DataFrame, *, key: str = "bytes", value: str = "bytes") -> DataFrame:
@@ -44,7 +45,7 @@ def decode_kafka_columns(df: DataFrame, *, key: str = "bytes", value: str = "byt
     _check(value)
     schema = (
         f"topic string, partition int, offset bigint, timestamp bigint, "
-        f"key {_SPARK_TYPES[key]}, value {_SPARK_TYPES[value]}"
+        f"key {SPARK_TYPES[key]}, value {SPARK_TYPES[value]}"
     )
     columns = df.select("topic", "partition", "offset", "timestamp", "key", "value")
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from streamstate import _core
 from streamstate.serde import BytesDeserializer, Deserializer, StringDeserializer
+from streamstate.spark._decode import SPARK_TYPES
 from streamstate.timestamps import FailOnInvalidTimestamp, TimestampExtractor
 
 if TYPE_CHECKING:
@@ -28,18 +29,7 @@ Strategy = Literal["sort", "group", "as_is"]
 _KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 # Spark DDL of each built-in deserializer's natural output (JSON/Avro without a schema: text).
-_NATURAL_SPARK_TYPES = {
-    "bytes": "binary",
-    "string": "string",
-    "short": "smallint",
-    "integer": "int",
-    "long": "bigint",
-    "float": "float",
-    "double": "double",
-    "uuid": "string",
-    "json": "string",
-    "avro": "string",
-}
+_NATURAL_SPARK_TYPES = {**SPARK_TYPES, "json": "string", "avro": "string"}
 
 _BYTES = BytesDeserializer()
 _FAIL = FailOnInvalidTimestamp()

@@ -2,6 +2,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use pyo3_arrow::{PyArray, PyRecordBatch};
 use streamstate_core::arrow_decode::{
     decode_column as core_decode_column, decode_kafka_batch as core_decode_kafka_batch,
@@ -9,26 +10,20 @@ use streamstate_core::arrow_decode::{
 use streamstate_core::serde::Deserializer;
 
 use crate::errors::{guard, IntoPyResult};
+use crate::serde::deserializer_from_spec;
 
 /// Resolves a built-in deserializer by its short name (`"long"`, `"string"`, ...).
-pub fn deserializer_by_name(name: &str) -> PyResult<Deserializer> {
-    Ok(match name {
-        "bytes" => Deserializer::Bytes,
-        "string" => Deserializer::String,
-        "short" => Deserializer::Short,
-        "integer" => Deserializer::Integer,
-        "long" => Deserializer::Long,
-        "float" => Deserializer::Float,
-        "double" => Deserializer::Double,
-        "uuid" => Deserializer::Uuid,
-        "json" => Deserializer::Json,
-        other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown deserializer {other:?}; expected one of bytes, string, short, \
-                 integer, long, float, double, uuid, json"
-            )))
-        }
-    })
+pub fn deserializer_by_name(py: Python<'_>, name: &str) -> PyResult<Deserializer> {
+    let unknown = || {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown deserializer {name:?}; expected one of bytes, string, short, integer, \
+             long, float, double, uuid, json"
+        ))
+    };
+    if name == "avro" {
+        return Err(unknown()); // needs a schema: only through a spec with one
+    }
+    deserializer_from_spec(&PyTuple::new(py, [name])?).map_err(|_| unknown())
 }
 
 /// Deserializes a column of raw Kafka bytes (binary, large_binary or binary_view) into a
@@ -36,7 +31,7 @@ pub fn deserializer_by_name(name: &str) -> PyResult<Deserializer> {
 #[pyfunction]
 fn decode_column(py: Python<'_>, array: PyArray, deserializer: &str) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let de = deserializer_by_name(deserializer)?;
+        let de = deserializer_by_name(py, deserializer)?;
         let (array, _field) = array.into_inner();
         let decoded = py
             .detach(|| core_decode_column(array.as_ref(), &de))
@@ -55,8 +50,8 @@ fn decode_kafka_batch(
     value: &str,
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let key = deserializer_by_name(key)?;
-        let value = deserializer_by_name(value)?;
+        let key = deserializer_by_name(py, key)?;
+        let value = deserializer_by_name(py, value)?;
         let batch = batch.into_inner();
         let decoded = py
             .detach(|| core_decode_kafka_batch(&batch, &key, &value))
