@@ -7,6 +7,7 @@ talks to Kafka; Spark scales the same functions out. The public names are listed
 from __future__ import annotations
 
 from streamstate._core import __version__
+from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import (
     CorruptCheckpointError,
     DeserializationError,
@@ -42,6 +43,7 @@ __all__ = [
     "InvalidStateStoreError",
     "InvalidStateStorePartitionError",
     "InvalidTimestampError",
+    "OffsetCheckpoint",
     "PartitionGroup",
     "ProcessorStateError",
     "RecordQueue",
