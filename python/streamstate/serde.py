@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from streamstate import _core
+from streamstate._native import NativeBacked
 from streamstate.errors import DeserializationError
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 
-class Deserializer:
+class Deserializer(NativeBacked):
     """Base of the built-in deserializers: the work happens in the Rust object ``_native``."""
 
     _spec: tuple[Any, ...] = ("bytes",)
@@ -55,18 +56,8 @@ class Deserializer:
         """Turns Kafka bytes into a Python object; ``None`` stays ``None``."""
         return self._native.deserialize(topic, data)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # The Rust object does not pickle; rebuilding from the spec does (Spark ships these).
-        return (_rebuild, (type(self), self._state()))
-
-    def _state(self) -> dict[str, Any]:
-        return {}
-
-
-class Serializer:
+class Serializer(NativeBacked):
     """Base of the built-in serializers: the work happens in the Rust object ``_native``."""
 
     _spec: tuple[Any, ...] = ("bytes",)
@@ -77,19 +68,6 @@ class Serializer:
     def serialize(self, topic: str | None, obj: Any) -> bytes | None:
         """Turns a Python object into Kafka bytes; ``None`` stays ``None``."""
         return self._native.serialize(topic, obj)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self._state()))
-
-    def _state(self) -> dict[str, Any]:
-        return {}
-
-
-def _rebuild(cls: type[Any], state: dict[str, Any]) -> Any:
-    return cls(**state)
 
 
 class BytesDeserializer(Deserializer):
@@ -110,7 +88,9 @@ class StringDeserializer(Deserializer):
     def __init__(self, encoding: str = "utf-8") -> None:
         self.encoding = codecs.lookup(encoding).name
         self._spec = ("string",)
-        super().__init__()
+        if self.encoding == "utf-8":
+            super().__init__()
+        # Otherwise there is no `_native`: a RecordQueue then calls deserialize() (Python).
 
     def deserialize(self, topic: str | None, data: bytes | None) -> Any:
         """Decodes the bytes; undecodable bytes are a ``DeserializationError``."""
@@ -125,9 +105,6 @@ class StringDeserializer(Deserializer):
 
     def _state(self) -> dict[str, Any]:
         return {"encoding": self.encoding}
-
-    def __repr__(self) -> str:
-        return f"StringDeserializer(encoding={self.encoding!r})"
 
 
 class StringSerializer(Serializer):
@@ -254,7 +231,7 @@ class AvroDeserializer(Deserializer):
         return {"schema": self.schema, "schema_id": self.schema_id}
 
     def __repr__(self) -> str:
-        return f"AvroDeserializer(schema_id={self.schema_id!r})"
+        return f"AvroDeserializer(schema_id={self.schema_id!r})"  # the schema is long
 
 
 class AvroSerializer(Serializer):

@@ -13,6 +13,7 @@ import logging
 from typing import Any, Literal
 
 from streamstate import _core
+from streamstate._native import NativeBacked
 
 _log = logging.getLogger("streamstate.timestamps")
 
@@ -28,7 +29,7 @@ __all__ = [
 OnInvalid = Literal["fail", "skip", "partition_time"]
 
 
-class TimestampExtractor:
+class TimestampExtractor(NativeBacked):
     """Base of the built-in extractors: the work happens in the Rust object ``_native``."""
 
     _spec: tuple[Any, ...] = ("record", "fail")
@@ -50,19 +51,6 @@ class TimestampExtractor:
                 ts,
             )
         return ts
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self._state()))
-
-    def _state(self) -> dict[str, Any]:
-        return {}
-
-
-def _rebuild(cls: type[Any], state: dict[str, Any]) -> Any:
-    return cls(**state)
 
 
 class FailOnInvalidTimestamp(TimestampExtractor):
@@ -116,9 +104,3 @@ class JsonFieldTimestampExtractor(TimestampExtractor):
 
     def _state(self) -> dict[str, Any]:
         return {"field": self.field, "unit": self.unit, "on_invalid": self.on_invalid}
-
-    def __repr__(self) -> str:
-        return (
-            f"JsonFieldTimestampExtractor({self.field!r}, unit={self.unit!r}, "
-            f"on_invalid={self.on_invalid!r})"
-        )

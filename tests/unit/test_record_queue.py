@@ -540,3 +540,30 @@ def test_empty_inputs() -> None:
     batch = arrow_batch(TOPIC, PARTITION, [], timestamp="int64 ms")
     assert q.add_raw_records(batch) == 0
     assert_empty(q)
+
+
+def test_a_non_utf8_string_deserializer_decodes_in_its_own_encoding() -> None:
+    from streamstate.serde import StringDeserializer as StringDe
+
+    q = RecordQueue("t", 0, value_deserializer=StringDe("latin-1"))
+    q.add_raw_records([ConsumerRecord("t", 0, 0, 5, None, b"caf\xe9")])
+    rec = q.poll()
+    assert rec is not None and rec.value == "café"
+
+
+def test_builtin_components_pickle_and_show_their_arguments() -> None:
+    import pickle
+
+    from streamstate.serde import AvroDeserializer
+    from streamstate.serde import StringDeserializer as StringDe
+    from streamstate.timestamps import JsonFieldTimestampExtractor
+
+    extractor = pickle.loads(pickle.dumps(JsonFieldTimestampExtractor("a.b", unit="s")))
+    assert repr(extractor) == (
+        "JsonFieldTimestampExtractor(field='a.b', unit='s', on_invalid='fail')"
+    )
+    assert repr(pickle.loads(pickle.dumps(StringDe("latin-1")))) == (
+        "StringDeserializer(encoding='iso8859-1')"
+    )
+    avro = pickle.loads(pickle.dumps(AvroDeserializer('"long"', schema_id=3)))
+    assert avro.deserialize("t", b"\x00\x00\x00\x00\x03\x02") == 1
