@@ -78,17 +78,17 @@ impl MessageMethods {
 }
 static STREAMS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// A key or value deserializer: the core's, or a Python object's `deserialize`.
-enum Deser {
-    Native(Deserializer),
+/// A serde or extractor: the core's own, or a Python object whose method is called.
+enum Component<T> {
+    Native(T),
     Python(Py<PyAny>),
 }
 
+/// A key or value deserializer: the core's, or a Python object's `deserialize`.
+type Deser = Component<Deserializer>;
+
 /// A timestamp extractor: the core's, or a Python object's `extract`.
-enum Extract {
-    Native(TimestampExtractor),
-    Python(Py<PyAny>),
-}
+type Extract = Component<TimestampExtractor>;
 
 /// What to do with a record that fails to deserialize.
 enum Handler {
@@ -114,42 +114,59 @@ struct Raw<'py> {
     headers: Option<Bound<'py, PyAny>>,
 }
 
-fn deser_from(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Deser> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(Deser::Native(Deserializer::Bytes));
-    };
-    if let Ok(native) = obj.getattr(intern!(obj.py(), "_native")) {
-        if let Ok(n) = native.cast::<NativeDeserializer>() {
-            return Ok(Deser::Native(n.get().inner.clone()));
+/// The core object inside a built-in component (its `_native` attribute is an `N`), or else
+/// the Python object itself, which must have the method the queue will call.
+fn component_from<N, T>(
+    obj: &Bound<'_, PyAny>,
+    core: impl Fn(&N) -> T,
+    what: &str,
+    method: &str,
+    params: &str,
+) -> PyResult<Component<T>>
+where
+    N: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync,
+{
+    let py = obj.py();
+    if let Ok(native) = obj.getattr(intern!(py, "_native")) {
+        if let Ok(n) = native.cast::<N>() {
+            return Ok(Component::Native(core(n.get())));
         }
     }
-    if !obj.hasattr(intern!(obj.py(), "deserialize"))? {
+    if !obj.hasattr(method)? {
         return Err(PyTypeError::new_err(format!(
-            "a deserializer needs a deserialize(topic, data) method; got {}",
+            "a {what} needs a {method}({params}) method; got {}",
             obj.repr()?
         )));
     }
-    Ok(Deser::Python(obj.clone().unbind()))
+    Ok(Component::Python(obj.clone().unbind()))
+}
+
+fn deser_from(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Deser> {
+    match obj.filter(|o| !o.is_none()) {
+        None => Ok(Deser::Native(Deserializer::Bytes)),
+        Some(obj) => component_from(
+            obj,
+            |n: &NativeDeserializer| n.inner.clone(),
+            "deserializer",
+            "deserialize",
+            "topic, data",
+        ),
+    }
 }
 
 fn extract_from(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Extract> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(Extract::Native(TimestampExtractor::RecordTimestamp(
+    match obj.filter(|o| !o.is_none()) {
+        None => Ok(Extract::Native(TimestampExtractor::RecordTimestamp(
             streamstate_core::timestamp::OnInvalid::Fail,
-        )));
-    };
-    if let Ok(native) = obj.getattr(intern!(obj.py(), "_native")) {
-        if let Ok(n) = native.cast::<NativeExtractor>() {
-            return Ok(Extract::Native(n.get().inner.clone()));
-        }
+        ))),
+        Some(obj) => component_from(
+            obj,
+            |n: &NativeExtractor| n.inner.clone(),
+            "timestamp extractor",
+            "extract",
+            "record, partition_time",
+        ),
     }
-    if !obj.hasattr(intern!(obj.py(), "extract"))? {
-        return Err(PyTypeError::new_err(format!(
-            "a timestamp extractor needs an extract(record, partition_time) method; got {}",
-            obj.repr()?
-        )));
-    }
-    Ok(Extract::Python(obj.clone().unbind()))
 }
 
 fn handler_from(obj: &Bound<'_, PyAny>) -> PyResult<Handler> {

@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyType};
+use pyo3::types::{PyString, PyTuple, PyType};
 
 static TIMESTAMP_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
@@ -70,35 +70,28 @@ impl ConsumerRecord {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "ConsumerRecord(topic={}, partition={}, offset={}, timestamp={}, key={}, value={})",
-            self.topic.bind(py).repr()?,
-            self.partition,
-            self.offset,
-            self.timestamp,
-            self.key.bind(py).repr()?,
-            self.value.bind(py).repr()?,
-        ))
+        record_repr("ConsumerRecord", &self.args(py)?)
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(other) = other.cast::<ConsumerRecord>() else {
-            return Ok(false);
-        };
-        let o = other.get();
-        Ok(self.partition == o.partition
-            && self.offset == o.offset
-            && self.timestamp == o.timestamp
-            && self.timestamp_type_id == o.timestamp_type_id
-            && PyAnyMethods::eq(self.topic.bind(py).as_any(), o.topic.bind(py))?
-            && PyAnyMethods::eq(self.key.bind(py), o.key.bind(py))?
-            && PyAnyMethods::eq(self.value.bind(py), o.value.bind(py))?
-            && PyAnyMethods::eq(self.headers.bind(py), o.headers.bind(py))?)
+        match other.cast::<ConsumerRecord>() {
+            Ok(o) => self.args(py)?.eq(o.get().args(py)?),
+            Err(_) => Ok(false),
+        }
     }
 
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let cls = py.get_type::<ConsumerRecord>();
-        let args = (
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        Ok((py.get_type::<ConsumerRecord>(), self.args(py)?))
+    }
+}
+
+impl ConsumerRecord {
+    /// The constructor's arguments: what equality, pickling and `repr` are made of.
+    fn args<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (
             self.topic.clone_ref(py),
             self.partition,
             self.offset,
@@ -107,9 +100,22 @@ impl ConsumerRecord {
             self.value.clone_ref(py),
             self.headers.clone_ref(py),
             self.timestamp_type_id,
-        );
-        (cls, args).into_pyobject(py).map(|t| t.into_any())
+        )
+            .into_pyobject(py)
     }
+}
+
+/// `Name(topic=..., partition=..., offset=..., timestamp=..., key=..., value=...)` from the
+/// first six constructor arguments (headers are left out: they are rarely what one looks for).
+fn record_repr(name: &str, args: &Bound<'_, PyTuple>) -> PyResult<String> {
+    let mut parts = Vec::with_capacity(6);
+    for (label, item) in ["topic", "partition", "offset", "timestamp", "key", "value"]
+        .iter()
+        .zip(args.iter())
+    {
+        parts.push(format!("{label}={}", item.repr()?));
+    }
+    Ok(format!("{name}({})", parts.join(", ")))
 }
 
 /// A deserialized record with the timestamp its extractor gave it.
@@ -158,34 +164,28 @@ impl StampedRecord {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "StampedRecord(topic={}, partition={}, offset={}, timestamp={}, key={}, value={})",
-            self.topic.bind(py).repr()?,
-            self.partition,
-            self.offset,
-            self.timestamp,
-            self.key.bind(py).repr()?,
-            self.value.bind(py).repr()?,
-        ))
+        record_repr("StampedRecord", &self.args(py)?)
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(other) = other.cast::<StampedRecord>() else {
-            return Ok(false);
-        };
-        let o = other.get();
-        Ok(self.partition == o.partition
-            && self.offset == o.offset
-            && self.timestamp == o.timestamp
-            && PyAnyMethods::eq(self.topic.bind(py).as_any(), o.topic.bind(py))?
-            && PyAnyMethods::eq(self.key.bind(py), o.key.bind(py))?
-            && PyAnyMethods::eq(self.value.bind(py), o.value.bind(py))?
-            && PyAnyMethods::eq(self.headers.bind(py), o.headers.bind(py))?)
+        match other.cast::<StampedRecord>() {
+            Ok(o) => self.args(py)?.eq(o.get().args(py)?),
+            Err(_) => Ok(false),
+        }
     }
 
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let cls = py.get_type::<StampedRecord>();
-        let args = (
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        Ok((py.get_type::<StampedRecord>(), self.args(py)?))
+    }
+}
+
+impl StampedRecord {
+    /// The constructor's arguments: what equality, pickling and `repr` are made of.
+    fn args<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (
             self.topic.clone_ref(py),
             self.partition,
             self.offset,
@@ -193,8 +193,8 @@ impl StampedRecord {
             self.key.clone_ref(py),
             self.value.clone_ref(py),
             self.headers.clone_ref(py),
-        );
-        (cls, args).into_pyobject(py).map(|t| t.into_any())
+        )
+            .into_pyobject(py)
     }
 }
 
