@@ -696,27 +696,29 @@ fn admit_arrow_native(
 }
 
 impl PyRecordQueue {
-    fn add_list(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = records.cast::<PyList>() {
-            list.iter().collect()
-        } else if let Ok(tuple) = records.cast::<PyTuple>() {
-            tuple.iter().collect()
-        } else {
-            records.try_iter()?.collect::<PyResult<_>>()?
-        };
+    fn add_list<'py>(&mut self, py: Python<'py>, records: &Bound<'py, PyAny>) -> PyResult<usize> {
         let message_cls = MESSAGE_CLASS.import(py, "confluent_kafka", "Message").ok();
         let message_methods = match message_cls {
             Some(cls) => Some(MESSAGE_METHODS.get_or_try_init(py, || MessageMethods::new(cls))?),
             None => None,
         };
-        let mut raws = Vec::with_capacity(items.len());
-        for item in &items {
-            raws.push(read_raw(py, item, message_cls, message_methods)?);
+        // Records are read as they are admitted: no intermediate copy of a million-record batch.
+        let read = |item: Bound<'py, PyAny>| read_raw(py, &item, message_cls, message_methods);
+        if let Ok(list) = records.cast::<PyList>() {
+            self.admit_all(py, list.iter().map(read))
+        } else if let Ok(tuple) = records.cast::<PyTuple>() {
+            self.admit_all(py, tuple.iter().map(read))
+        } else {
+            let items = records.try_iter()?;
+            self.admit_all(py, items.map(|item| item.and_then(read)))
         }
-        self.admit_all(py, raws)
     }
 
-    fn admit_all(&mut self, py: Python<'_>, raws: Vec<Raw<'_>>) -> PyResult<usize> {
+    fn admit_all<'py>(
+        &mut self,
+        py: Python<'py>,
+        raws: impl IntoIterator<Item = PyResult<Raw<'py>>>,
+    ) -> PyResult<usize> {
         let ctx = &self.ctx;
         let mut drops = Vec::new();
         let mut keys = ctx
@@ -725,7 +727,7 @@ impl PyRecordQueue {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let result = self.queue.add_with(
             raws,
-            |raw, pt| ctx.admit(py, raw, pt, &mut keys),
+            |raw, pt| ctx.admit(py, raw?, pt, &mut keys),
             |d| drops.push(d),
         );
         drop(keys);
@@ -829,8 +831,8 @@ impl PyRecordQueue {
             Some(b) => PyBytes::new(py, b).into_any(),
             None => py.None().into_bound(py),
         };
-        let raws = (0..batch.num_rows())
-            .map(|row| Raw {
+        let raws = (0..batch.num_rows()).map(|row| {
+            Ok(Raw {
                 offset: cols.offset.value(row),
                 timestamp: timestamps.value(row),
                 timestamp_type: CREATE_TIME,
@@ -838,7 +840,7 @@ impl PyRecordQueue {
                 value: bytes_or_none(values.get(row)),
                 headers: None,
             })
-            .collect();
+        });
         self.admit_all(py, raws)
     }
 
