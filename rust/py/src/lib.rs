@@ -13,6 +13,7 @@ mod queue;
 mod records;
 mod serde;
 mod stamp;
+mod stores;
 
 /// `"release"` or `"debug"`: benchmarks refuse to report numbers of a debug build.
 #[pyfunction]
@@ -40,5 +41,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stamp::register(m)?;
     records::register(m)?;
     queue::register(m)?;
+    stores::register(m)?;
     Ok(())
 }

@@ -1,0 +1,632 @@
+//! Key-value stores and `process_next` for Python, over the core's `store` and `restore`.
+//!
+//! Keys and values are `bytes`. Single-key operations run with the GIL held (they take
+//! microseconds); batch work (`put_all`, `process_next`), `flush`, `close` and opening a
+//! persistent store release it. Nothing done without the GIL waits for the GIL, so a thread
+//! holding it and waiting for a store lock cannot deadlock with one writing a batch.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyTuple, PyType};
+use streamstate_core::error::CoreError;
+use streamstate_core::restore::{self, ChangelogRecord};
+use streamstate_core::store::{
+    Cursor, InMemoryKeyValueStore as CoreInMemory, KeyValueStore,
+    PersistentKeyValueStore as CorePersistent, WriteOp, PAGE_SIZE,
+};
+
+use crate::errors::{guard, IntoPyResult};
+use crate::records::ConsumerRecord;
+
+/// A store shared between its Python object, its iterators and batch work off the GIL.
+type Shared = Arc<dyn KeyValueStore>;
+
+/// The bytes of a key or value argument; anything but `bytes` is a `TypeError`.
+fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a [u8]> {
+    match obj.cast::<PyBytes>() {
+        Ok(b) => Ok(b.as_bytes()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "the {what} must be bytes, got {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// `(key, value)` pairs of an iterable, copied out; a `None` value deletes the key.
+fn write_ops(pairs: &Bound<'_, PyAny>) -> PyResult<Vec<WriteOp>> {
+    let mut ops = Vec::new();
+    for item in pairs.try_iter()? {
+        let item = item?;
+        let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "put_all takes (key, value) pairs, got {}",
+                type_name(&item)
+            ))
+        })?;
+        let key = bytes_arg(&key, "key")?.to_vec();
+        let value = if value.is_none() {
+            None
+        } else {
+            Some(bytes_arg(&value, "value")?.to_vec())
+        };
+        ops.push((key, value));
+    }
+    Ok(ops)
+}
+
+/// Defines a Python store class over a core store: the same methods for both kinds.
+macro_rules! store_class {
+    ($rust:ident, $py_name:tt, $doc:tt, { $($extra:tt)* }) => {
+        #[doc = $doc]
+        // The Python name is the struct's own (`$py_name`, kept for `repr`).
+        #[pyclass(frozen, module = "streamstate._core")]
+        pub struct $rust {
+            inner: Shared,
+            /// The directory of a persistent store.
+            path: Option<PathBuf>,
+        }
+
+        #[pymethods]
+        impl $rust {
+            $($extra)*
+
+            /// The store's name.
+            #[getter]
+            fn name(&self) -> &str {
+                self.inner.name()
+            }
+
+            /// Whether the store keeps its data on disk.
+            #[getter]
+            fn persistent(&self) -> bool {
+                self.inner.persistent()
+            }
+
+            /// False once closed.
+            fn is_open(&self) -> bool {
+                self.inner.is_open()
+            }
+
+            /// The value of `key`, or `None`.
+            fn get<'py>(
+                &self,
+                py: Python<'py>,
+                key: &Bound<'py, PyAny>,
+            ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+                let key = bytes_arg(key, "key")?;
+                guard(py, || {
+                    let v = self.inner.get(key).py_err(py)?;
+                    Ok(v.map(|v| PyBytes::new(py, &v)))
+                })
+            }
+
+            /// Sets `key` to `value`; a `None` value deletes the key (Kafka Streams' `put`).
+            fn put(
+                &self,
+                py: Python<'_>,
+                key: &Bound<'_, PyAny>,
+                value: &Bound<'_, PyAny>,
+            ) -> PyResult<()> {
+                let key = bytes_arg(key, "key")?;
+                if value.is_none() {
+                    return guard(py, || self.inner.delete(key).map(|_| ()).py_err(py));
+                }
+                let value = bytes_arg(value, "value")?;
+                guard(py, || self.inner.put(key, value).py_err(py))
+            }
+
+            /// Writes every `(key, value)` pair atomically (a `None` value deletes).
+            fn put_all(&self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
+                let ops = write_ops(pairs)?;
+                let store = self.inner.clone();
+                guard(py, || py.detach(move || store.apply_batch(ops)).py_err(py))
+            }
+
+            /// Removes `key`; returns its old value or `None`.
+            fn delete<'py>(
+                &self,
+                py: Python<'py>,
+                key: &Bound<'py, PyAny>,
+            ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+                let key = bytes_arg(key, "key")?;
+                guard(py, || {
+                    let v = self.inner.delete(key).py_err(py)?;
+                    Ok(v.map(|v| PyBytes::new(py, &v)))
+                })
+            }
+
+            /// An iterator of `(key, value)` with `from_key <= key <= to_key`, ascending.
+            fn range(
+                &self,
+                from_key: &Bound<'_, PyAny>,
+                to_key: &Bound<'_, PyAny>,
+            ) -> PyResult<KeyValueIterator> {
+                let from = bytes_arg(from_key, "from_key")?.to_vec();
+                let to = bytes_arg(to_key, "to_key")?.to_vec();
+                Ok(KeyValueIterator::new(
+                    self.inner.clone(),
+                    Cursor::new(
+                        std::ops::Bound::Included(from),
+                        std::ops::Bound::Included(to),
+                    ),
+                ))
+            }
+
+            /// An iterator of every `(key, value)`, ascending.
+            fn all(&self) -> KeyValueIterator {
+                KeyValueIterator::new(
+                    self.inner.clone(),
+                    Cursor::new(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+                )
+            }
+
+            /// The number of entries (an estimate by contract; exact here).
+            fn approximate_num_entries(&self, py: Python<'_>) -> PyResult<u64> {
+                guard(py, || self.inner.approximate_num_entries().py_err(py))
+            }
+
+            /// Makes every write so far durable.
+            fn flush(&self, py: Python<'_>) -> PyResult<()> {
+                let store = self.inner.clone();
+                guard(py, || py.detach(move || store.flush()).py_err(py))
+            }
+
+            /// Flushes and closes the store; later operations raise `ProcessorStateError`.
+            fn close(&self, py: Python<'_>) -> PyResult<()> {
+                let store = self.inner.clone();
+                guard(py, || py.detach(move || store.close()).py_err(py))
+            }
+
+            fn __enter__(slf: Py<Self>) -> Py<Self> {
+                slf
+            }
+
+            fn __exit__(
+                &self,
+                py: Python<'_>,
+                exc_type: &Bound<'_, PyAny>,
+                exc: &Bound<'_, PyAny>,
+                tb: &Bound<'_, PyAny>,
+            ) -> PyResult<bool> {
+                // Closes whatever happened; the exception, if any, goes on (returns False).
+                let _ = (exc_type, exc, tb);
+                self.close(py)?;
+                Ok(false)
+            }
+
+            fn __repr__(&self) -> String {
+                let path = match &self.path {
+                    Some(p) => format!(", path={:?}", p.display().to_string()),
+                    None => String::new(),
+                };
+                let closed = if self.inner.is_open() { "" } else { ", closed" };
+                format!("{}(name={:?}{path}{closed})", $py_name, self.inner.name())
+            }
+        }
+    };
+}
+
+store_class!(
+    InMemoryKeyValueStore,
+    "InMemoryKeyValueStore",
+    "A key-value store in memory (an ordered map); its contents go when it is closed.",
+    {
+        #[new]
+        fn new(name: String) -> Self {
+            InMemoryKeyValueStore {
+                inner: Arc::new(CoreInMemory::new(name)),
+                path: None,
+            }
+        }
+    }
+);
+
+store_class!(
+    PersistentKeyValueStore,
+    "PersistentKeyValueStore",
+    "A key-value store on disk (fjall) in a directory; reopening the directory gives back \
+     every write flushed before.",
+    {
+        #[new]
+        fn new(py: Python<'_>, name: String, path: PathBuf) -> PyResult<Self> {
+            guard(py, || {
+                let dir = path.clone();
+                let store = py
+                    .detach(move || CorePersistent::open(name, dir))
+                    .py_err(py)?;
+                Ok(PersistentKeyValueStore {
+                    inner: Arc::new(store),
+                    path: Some(path),
+                })
+            })
+        }
+
+        /// The store's directory.
+        #[getter]
+        fn path(&self) -> PathBuf {
+            self.path.clone().unwrap_or_default()
+        }
+    }
+);
+
+/// Pages through a store: holds one page of entries, fetches the next when it runs out.
+#[pyclass(frozen, module = "streamstate._core")]
+pub struct KeyValueIterator {
+    store: Shared,
+    cursor: Mutex<Cursor>,
+}
+
+impl KeyValueIterator {
+    fn new(store: Shared, cursor: Cursor) -> Self {
+        KeyValueIterator {
+            store,
+            cursor: Mutex::new(cursor),
+        }
+    }
+}
+
+#[pymethods]
+impl KeyValueIterator {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        guard(py, || {
+            // The lock is held with the GIL and released before anything waits for the GIL.
+            let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+            let next = cursor
+                .next_from(self.store.as_ref(), PAGE_SIZE)
+                .py_err(py)?;
+            Ok(next.map(|(k, v)| (PyBytes::new(py, &k), PyBytes::new(py, &v))))
+        })
+    }
+}
+
+/// The shared core store behind a Python store object.
+fn shared_store(obj: &Bound<'_, PyAny>) -> PyResult<Shared> {
+    if let Ok(s) = obj.cast::<InMemoryKeyValueStore>() {
+        return Ok(s.get().inner.clone());
+    }
+    if let Ok(s) = obj.cast::<PersistentKeyValueStore>() {
+        return Ok(s.get().inner.clone());
+    }
+    Err(PyTypeError::new_err(format!(
+        "process_next needs an InMemoryKeyValueStore or a PersistentKeyValueStore, got {}",
+        type_name(obj)
+    )))
+}
+
+/// The result of one `process_next` step.
+#[pyclass(frozen, eq, hash, module = "streamstate._core")]
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
+pub struct RestoredBatch {
+    /// The offset to read next (`-1` when no record was given).
+    #[pyo3(get)]
+    next_offset: i64,
+    /// The offset of the last record applied, `-1` when none was.
+    #[pyo3(get)]
+    last_restored_offset: i64,
+    /// How many records were applied (puts and deletes; null keys excluded).
+    #[pyo3(get)]
+    num_restored: u64,
+}
+
+#[pymethods]
+impl RestoredBatch {
+    #[new]
+    fn new(next_offset: i64, last_restored_offset: i64, num_restored: u64) -> Self {
+        RestoredBatch {
+            next_offset,
+            last_restored_offset,
+            num_restored,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RestoredBatch(next_offset={}, last_restored_offset={}, num_restored={})",
+            self.next_offset, self.last_restored_offset, self.num_restored
+        )
+    }
+
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        Ok((
+            py.get_type::<RestoredBatch>(),
+            (
+                self.next_offset,
+                self.last_restored_offset,
+                self.num_restored,
+            )
+                .into_pyobject(py)?,
+        ))
+    }
+}
+
+static MESSAGE_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static MESSAGE_METHODS: PyOnceLock<MessageMethods> = PyOnceLock::new();
+static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The method descriptors of `confluent_kafka.Message` that restoration reads, called directly
+/// on each message: through the limited API this skips a bound-method allocation and an
+/// argument tuple per call (the same technique as `add_raw_records`).
+struct MessageMethods {
+    key: Py<PyAny>,
+    value: Py<PyAny>,
+    offset: Py<PyAny>,
+    error: Py<PyAny>,
+    topic: Py<PyAny>,
+    partition: Py<PyAny>,
+}
+
+impl MessageMethods {
+    fn new(cls: &Bound<'_, PyType>) -> PyResult<Self> {
+        Ok(MessageMethods {
+            key: cls.getattr("key")?.unbind(),
+            value: cls.getattr("value")?.unbind(),
+            offset: cls.getattr("offset")?.unbind(),
+            error: cls.getattr("error")?.unbind(),
+            topic: cls.getattr("topic")?.unbind(),
+            partition: cls.getattr("partition")?.unbind(),
+        })
+    }
+
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        method: &Py<PyAny>,
+        msg: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: both pointers are live objects held by the caller, the argument list is
+        // NULL-terminated, and the result is a new reference (or NULL with an exception set).
+        unsafe {
+            let out = pyo3::ffi::PyObject_CallFunctionObjArgs(
+                method.as_ptr(),
+                msg.as_ptr(),
+                std::ptr::null_mut::<pyo3::ffi::PyObject>(),
+            );
+            Bound::from_owned_ptr_or_err(py, out)
+        }
+    }
+}
+
+/// Reads records: a `ConsumerRecord`, a `confluent_kafka.Message`, or any object with
+/// `offset`, `key` and `value` attributes.
+struct Reader<'py, 'a> {
+    py: Python<'py>,
+    message_cls: Option<&'a Bound<'py, PyType>>,
+    methods: Option<&'a MessageMethods>,
+}
+
+/// One record's Python key and value, not yet copied.
+struct RawRecord<'py> {
+    offset: i64,
+    key: Bound<'py, PyAny>,
+    value: Bound<'py, PyAny>,
+}
+
+impl<'py> Reader<'py, '_> {
+    fn message_methods(&self, item: &Bound<'py, PyAny>) -> Option<&MessageMethods> {
+        self.methods.filter(|_| {
+            self.message_cls
+                .is_some_and(|cls| item.is_exact_instance(cls))
+        })
+    }
+
+    /// The offset alone: records at or past the end offset need nothing else.
+    fn offset(&self, item: &Bound<'py, PyAny>) -> PyResult<i64> {
+        if let Ok(rec) = item.cast::<ConsumerRecord>() {
+            return Ok(rec.get().offset);
+        }
+        if let Some(m) = self.message_methods(item) {
+            let error = m.call(self.py, &m.error, item)?;
+            if !error.is_none() {
+                return Err(PyValueError::new_err(format!(
+                    "a consumer message carries an error, not a changelog record: {}",
+                    error.str()?
+                )));
+            }
+            return m.call(self.py, &m.offset, item)?.extract();
+        }
+        item.getattr(intern!(self.py, "offset"))?.extract()
+    }
+
+    fn key_value(&self, item: &Bound<'py, PyAny>, offset: i64) -> PyResult<RawRecord<'py>> {
+        if let Ok(rec) = item.cast::<ConsumerRecord>() {
+            let r = rec.get();
+            return Ok(RawRecord {
+                offset,
+                key: r.key.bind(self.py).clone(),
+                value: r.value.bind(self.py).clone(),
+            });
+        }
+        if let Some(m) = self.message_methods(item) {
+            return Ok(RawRecord {
+                offset,
+                key: m.call(self.py, &m.key, item)?,
+                value: m.call(self.py, &m.value, item)?,
+            });
+        }
+        Ok(RawRecord {
+            offset,
+            key: item.getattr(intern!(self.py, "key"))?,
+            value: item.getattr(intern!(self.py, "value"))?,
+        })
+    }
+
+    /// The topic and partition of a record, for messages; `None` where they cannot be read.
+    fn topic_partition(&self, item: &Bound<'py, PyAny>) -> (Option<String>, Option<i32>) {
+        if let Ok(rec) = item.cast::<ConsumerRecord>() {
+            let r = rec.get();
+            return (r.topic.bind(self.py).extract().ok(), Some(r.partition));
+        }
+        let (topic, partition) = match self.message_methods(item) {
+            Some(m) => (
+                m.call(self.py, &m.topic, item).ok(),
+                m.call(self.py, &m.partition, item).ok(),
+            ),
+            None => (
+                item.getattr(intern!(self.py, "topic")).ok(),
+                item.getattr(intern!(self.py, "partition")).ok(),
+            ),
+        };
+        (
+            topic.and_then(|t| t.extract().ok()),
+            partition.and_then(|p| p.extract().ok()),
+        )
+    }
+}
+
+/// A key or value copied out of its Python object: `None`, or the bytes.
+fn copy_bytes(obj: &Bound<'_, PyAny>, what: &str, offset: i64) -> PyResult<Option<Vec<u8>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    match obj.cast::<PyBytes>() {
+        Ok(b) => Ok(Some(b.as_bytes().to_vec())),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "the {what} of the changelog record at offset {offset} must be bytes or None, got {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+/// Applies the changelog records below `end_offset` to `store` in one atomic write batch (a
+/// `None` value deletes; a `None` key is skipped and logged) and says where to continue.
+#[pyfunction]
+fn process_next(
+    py: Python<'_>,
+    store: &Bound<'_, PyAny>,
+    records: &Bound<'_, PyAny>,
+    end_offset: i64,
+) -> PyResult<RestoredBatch> {
+    let shared = shared_store(store)?;
+    guard(py, || {
+        let message_cls = MESSAGE_CLASS.import(py, "confluent_kafka", "Message").ok();
+        let methods = match message_cls {
+            Some(cls) => Some(MESSAGE_METHODS.get_or_try_init(py, || MessageMethods::new(cls))?),
+            None => None,
+        };
+        let reader = Reader {
+            py,
+            message_cls,
+            methods,
+        };
+        // Copy every key and value out while holding the GIL; the batch is then written
+        // without it. Reading stops at the first record at or past the end: the core stops
+        // there too, and its key and value would be copied for nothing.
+        let mut first: Option<Bound<'_, PyAny>> = None;
+        let mut batch: Vec<ChangelogRecord> = Vec::with_capacity(records.len().unwrap_or(0));
+        for item in records.try_iter()? {
+            let item = item?;
+            let offset = reader.offset(&item)?;
+            if first.is_none() {
+                first = Some(item.clone());
+            }
+            if offset >= end_offset {
+                batch.push((offset, None, None));
+                break;
+            }
+            let raw = reader.key_value(&item, offset)?;
+            batch.push((
+                raw.offset,
+                copy_bytes(&raw.key, "key", raw.offset)?,
+                copy_bytes(&raw.value, "value", raw.offset)?,
+            ));
+        }
+        let first_offset = batch.first().map(|r| r.0);
+        let last_offset = batch.iter().rev().find(|r| r.0 < end_offset).map(|r| r.0);
+        let store_for_batch = shared.clone();
+        let outcome =
+            py.detach(move || restore::process_next(&*store_for_batch, batch, end_offset));
+        let (topic, partition) = first
+            .as_ref()
+            .map(|f| reader.topic_partition(f))
+            .unwrap_or((None, None));
+        let outcome = outcome.map_err(|mut e: CoreError| {
+            e.location.topic = e.location.topic.take().or_else(|| topic.clone());
+            e.location.partition = e.location.partition.or(partition);
+            if let (Some(a), Some(b)) = (first_offset, last_offset) {
+                e.reason = format!("restoring changelog offsets {a} to {b}: {}", e.reason);
+                e.location.offset = e.location.offset.or(Some(a));
+            }
+            e
+        });
+        let outcome = outcome.py_err(py)?;
+        if !outcome.null_key_offsets.is_empty() {
+            warn_null_keys(
+                py,
+                shared.name(),
+                topic.as_deref(),
+                partition,
+                &outcome.null_key_offsets,
+            );
+        }
+        let b = outcome.batch;
+        Ok(RestoredBatch {
+            next_offset: b.next_offset,
+            last_restored_offset: b.last_restored_offset,
+            num_restored: b.num_restored,
+        })
+    })
+}
+
+/// Kafka Streams' warning for each skipped null-key record, on the `streamstate.changelog`
+/// logger (the changelog reader's).
+fn warn_null_keys(
+    py: Python<'_>,
+    store: &str,
+    topic: Option<&str>,
+    partition: Option<i32>,
+    offsets: &[i64],
+) {
+    let changelog = match (topic, partition) {
+        (Some(t), Some(p)) => format!("{t}-{p}"),
+        (Some(t), None) => t.to_owned(),
+        _ => "?".to_owned(),
+    };
+    let logger = LOGGER.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py
+            .import("logging")?
+            .call_method1("getLogger", ("streamstate.changelog",))?
+            .unbind())
+    });
+    let Ok(logger) = logger else { return };
+    for offset in offsets {
+        // A failing logging call must not fail a restore that has already been applied.
+        let _ = logger.bind(py).call_method1(
+            intern!(py, "warning"),
+            (format!(
+                "Read changelog record with null key from changelog {changelog} at offset \
+                 {offset}, skipping it for restoration (store '{store}')"
+            ),),
+        );
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<InMemoryKeyValueStore>()?;
+    m.add_class::<PersistentKeyValueStore>()?;
+    m.add_class::<KeyValueIterator>()?;
+    m.add_class::<RestoredBatch>()?;
+    m.add_function(wrap_pyfunction!(process_next, m)?)?;
+    Ok(())
+}
