@@ -7,6 +7,7 @@ talks to Kafka; Spark scales the same functions out. The public names are listed
 from __future__ import annotations
 
 from streamstate._core import __version__
+from streamstate.changelog import StateRestoreListener, StateRestorer, StoreChangelogReader
 from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import (
     CorruptCheckpointError,
@@ -34,24 +35,36 @@ from streamstate.records import (
     TimestampType,
     TopicPartition,
 )
+from streamstate.stores import (
+    InMemoryKeyValueStore,
+    PersistentKeyValueStore,
+    RestoredBatch,
+    process_next,
+)
 
 __all__ = [
     "NOT_KNOWN",
     "ConsumerRecord",
     "CorruptCheckpointError",
     "DeserializationError",
+    "InMemoryKeyValueStore",
     "InvalidStateStoreError",
     "InvalidStateStorePartitionError",
     "InvalidTimestampError",
     "OffsetCheckpoint",
     "PartitionGroup",
+    "PersistentKeyValueStore",
     "ProcessorStateError",
     "RecordQueue",
+    "RestoredBatch",
     "StampedRecord",
+    "StateRestoreListener",
+    "StateRestorer",
     "StateStoreFailError",
     "StateStoreMigratedError",
     "StateStoreNotAvailableError",
     "StateStoreRetryableError",
+    "StoreChangelogReader",
     "StreamsError",
     "StreamsNotStartedError",
     "StreamsRebalancingError",
@@ -61,4 +74,5 @@ __all__ = [
     "TopicPartition",
     "UnknownStateStoreError",
     "__version__",
+    "process_next",
 ]
