@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod arrow;
 mod convert;
 mod errors;
+mod message;
 mod queue;
 mod records;
 mod serde;

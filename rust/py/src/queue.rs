@@ -25,57 +25,10 @@ use streamstate_core::value::Value;
 
 use crate::convert::{value_to_py_cached, KeyCache};
 use crate::errors::{guard, streams_error, to_py};
+use crate::message::MessageMethods;
 use crate::records::{ConsumerRecord, StampedRecord, CREATE_TIME};
 use crate::serde::{NativeDeserializer, NativeExtractor};
 
-static MESSAGE_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static MESSAGE_METHODS: PyOnceLock<MessageMethods> = PyOnceLock::new();
-
-/// The method descriptors of `confluent_kafka.Message`, called directly on each message.
-///
-/// `msg.key()` through the limited API (abi3, Python 3.10) means a lookup that allocates a
-/// bound method, then a call with an argument tuple; calling the unbound descriptor with
-/// `PyObject_CallFunctionObjArgs` goes through vectorcall with no allocation. This is the
-/// hot loop of `add_raw_records` over consumer messages.
-struct MessageMethods {
-    key: Py<PyAny>,
-    value: Py<PyAny>,
-    timestamp: Py<PyAny>,
-    offset: Py<PyAny>,
-    headers: Py<PyAny>,
-    error: Py<PyAny>,
-}
-
-impl MessageMethods {
-    fn new(cls: &Bound<'_, PyType>) -> PyResult<Self> {
-        Ok(MessageMethods {
-            key: cls.getattr("key")?.unbind(),
-            value: cls.getattr("value")?.unbind(),
-            timestamp: cls.getattr("timestamp")?.unbind(),
-            offset: cls.getattr("offset")?.unbind(),
-            headers: cls.getattr("headers")?.unbind(),
-            error: cls.getattr("error")?.unbind(),
-        })
-    }
-
-    fn call<'py>(
-        &self,
-        py: Python<'py>,
-        method: &Py<PyAny>,
-        msg: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        // SAFETY: both pointers are live objects held by the caller, the argument list is
-        // NULL-terminated, and the result is a new reference (or NULL with an exception set).
-        unsafe {
-            let out = pyo3::ffi::PyObject_CallFunctionObjArgs(
-                method.as_ptr(),
-                msg.as_ptr(),
-                std::ptr::null_mut::<pyo3::ffi::PyObject>(),
-            );
-            Bound::from_owned_ptr_or_err(py, out)
-        }
-    }
-}
 static STREAMS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// A serde or extractor: the core's own, or a Python object whose method is called.
@@ -697,11 +650,8 @@ fn admit_arrow_native(
 
 impl PyRecordQueue {
     fn add_list<'py>(&mut self, py: Python<'py>, records: &Bound<'py, PyAny>) -> PyResult<usize> {
-        let message_cls = MESSAGE_CLASS.import(py, "confluent_kafka", "Message").ok();
-        let message_methods = match message_cls {
-            Some(cls) => Some(MESSAGE_METHODS.get_or_try_init(py, || MessageMethods::new(cls))?),
-            None => None,
-        };
+        let message = MessageMethods::get(py)?;
+        let (message_cls, message_methods) = (message.map(|m| m.0), message.map(|m| m.1));
         // Records are read as they are admitted: no intermediate copy of a million-record batch.
         let read = |item: Bound<'py, PyAny>| read_raw(py, &item, message_cls, message_methods);
         if let Ok(list) = records.cast::<PyList>() {

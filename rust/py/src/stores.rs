@@ -21,6 +21,7 @@ use streamstate_core::store::{
 };
 
 use crate::errors::{guard, IntoPyResult};
+use crate::message::MessageMethods;
 use crate::records::ConsumerRecord;
 
 /// A store shared between its Python object, its iterators and batch work off the GIL.
@@ -361,52 +362,7 @@ impl RestoredBatch {
     }
 }
 
-static MESSAGE_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static MESSAGE_METHODS: PyOnceLock<MessageMethods> = PyOnceLock::new();
 static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// The method descriptors of `confluent_kafka.Message` that restoration reads, called directly
-/// on each message: through the limited API this skips a bound-method allocation and an
-/// argument tuple per call (the same technique as `add_raw_records`).
-struct MessageMethods {
-    key: Py<PyAny>,
-    value: Py<PyAny>,
-    offset: Py<PyAny>,
-    error: Py<PyAny>,
-    topic: Py<PyAny>,
-    partition: Py<PyAny>,
-}
-
-impl MessageMethods {
-    fn new(cls: &Bound<'_, PyType>) -> PyResult<Self> {
-        Ok(MessageMethods {
-            key: cls.getattr("key")?.unbind(),
-            value: cls.getattr("value")?.unbind(),
-            offset: cls.getattr("offset")?.unbind(),
-            error: cls.getattr("error")?.unbind(),
-            topic: cls.getattr("topic")?.unbind(),
-            partition: cls.getattr("partition")?.unbind(),
-        })
-    }
-
-    fn call<'py>(
-        &self,
-        py: Python<'py>,
-        method: &Py<PyAny>,
-        msg: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        // SAFETY: both pointers are live objects held by the caller, the argument list is
-        // NULL-terminated, and the result is a new reference (or NULL with an exception set).
-        unsafe {
-            let out = pyo3::ffi::PyObject_CallFunctionObjArgs(
-                method.as_ptr(),
-                msg.as_ptr(),
-                std::ptr::null_mut::<pyo3::ffi::PyObject>(),
-            );
-            Bound::from_owned_ptr_or_err(py, out)
-        }
-    }
-}
 
 /// Reads records: a `ConsumerRecord`, a `confluent_kafka.Message`, or any object with
 /// `offset`, `key` and `value` attributes.
@@ -520,11 +476,8 @@ fn process_next(
 ) -> PyResult<RestoredBatch> {
     let shared = shared_store(store)?;
     guard(py, || {
-        let message_cls = MESSAGE_CLASS.import(py, "confluent_kafka", "Message").ok();
-        let methods = match message_cls {
-            Some(cls) => Some(MESSAGE_METHODS.get_or_try_init(py, || MessageMethods::new(cls))?),
-            None => None,
-        };
+        let message = MessageMethods::get(py)?;
+        let (message_cls, methods) = (message.map(|m| m.0), message.map(|m| m.1));
         let reader = Reader {
             py,
             message_cls,
