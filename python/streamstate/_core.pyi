@@ -300,4 +300,9 @@ def process_next(
     records: Iterable[Any],
     end_offset: int,
 ) -> RestoredBatch:
-    """Applies the changelog records below ``end_offset`` in one atomic write batch."""
+    """Applies the changelog records below ``end_offset`` in one atomic write batch.
+
+    ``records``: messages or records of one partition in offset order, or a
+    ``pyarrow.RecordBatch`` with ``key``, ``value`` and ``offset`` columns (Spark's Kafka
+    source schema).
+    """

@@ -25,7 +25,10 @@ exit.
 
 ``process_next(store, records, end_offset) -> RestoredBatch`` takes the records polled from one
 changelog partition, in offset order: a list of ``confluent_kafka.Message`` or
-``ConsumerRecord`` (or any objects with ``offset``, ``key`` and ``value`` attributes). It applies
+``ConsumerRecord`` (or any objects with ``offset``, ``key`` and ``value`` attributes), or a
+``pyarrow.RecordBatch`` with binary ``key`` and ``value`` and int64 ``offset`` columns (Spark's
+Kafka source schema; ``topic`` and ``partition`` columns, if present, name the records in errors
+and warnings), whose keys and values are then copied without the GIL. It applies
 every record with ``offset < end_offset`` and a key, in ONE atomic write batch with the GIL
 released (a ``None`` value deletes the key), and stops at the first record with
 ``offset >= end_offset``, which is not applied. A record with a ``None`` key is consumed but not

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import confluent_kafka
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -240,6 +241,68 @@ def test_process_next_is_importable_from_the_stores_module() -> None:
     assert stores.RestoredBatch is RestoredBatch
 
 
+# --- Arrow input (Spark's Kafka source schema) ---------------------------------------------
+
+
+def arrow_batch(
+    recs: list[Record], key_type: pa.DataType | None = None, partition: int = 3
+) -> pa.RecordBatch:
+    """Records in Spark's Kafka source schema (the columns ``process_next`` reads, plus two)."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([k for _, k, _ in recs], type=key_type or pa.binary()),
+            "value": pa.array([v for _, _, v in recs], type=pa.binary()),
+            "topic": pa.array([TOPIC] * len(recs), type=pa.string()),
+            "partition": pa.array([partition] * len(recs), type=pa.int32()),
+            "offset": pa.array([o for o, _, _ in recs], type=pa.int64()),
+        }
+    )
+
+
+def test_an_arrow_batch_restores_like_the_same_records(store: Store) -> None:
+    recs: list[Record] = [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"a", None), (4, b"c", b"3")]
+    got = process_next(store, arrow_batch(recs), 4)
+    assert got == RestoredBatch(4, 2, 3)
+    assert list(store.all()) == [(b"b", b"2")]
+
+
+@pytest.mark.parametrize("key_type", [pa.large_binary(), pa.binary_view(), pa.string()])
+def test_every_binary_layout_of_an_arrow_batch_works(store: Store, key_type: pa.DataType) -> None:
+    keys = ["k0", "k1"] if key_type == pa.string() else [b"k0", b"k1"]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array(keys, type=key_type),
+            "value": pa.array([b"v0", b"v1"], type=pa.large_binary()),
+            "offset": pa.array([7, 8], type=pa.int64()),
+        }
+    )
+    assert process_next(store, batch, 100) == RestoredBatch(9, 8, 2)
+    assert dict(store.all()) == {b"k0": b"v0", b"k1": b"v1"}
+
+
+def test_an_arrow_batch_without_an_offset_column_is_a_value_error(store: Store) -> None:
+    batch = arrow_batch([(0, b"a", b"1")]).drop_columns(["offset"])
+    with pytest.raises(ValueError, match="no 'offset' column"):
+        process_next(store, batch, 10)
+    assert list(store.all()) == []
+
+
+def test_arrow_offsets_must_increase(store: Store) -> None:
+    with pytest.raises(ValueError, match="offset 1 follows offset 2") as info:
+        process_next(store, arrow_batch([(2, b"a", b"1"), (1, b"b", b"2")]), 10)
+    assert list(store.all()) == []
+    assert f"topic '{TOPIC}', partition 3" in str(info.value)
+
+
+def test_arrow_null_keys_are_logged_with_topic_and_partition(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="streamstate.changelog"):
+        got = process_next(store, arrow_batch([(5, None, b"x"), (6, b"k", b"v")], partition=9), 10)
+    assert got == RestoredBatch(7, 6, 1)
+    assert any(f"{TOPIC}-9" in r.getMessage() and "5" in r.getMessage() for r in caplog.records)
+
+
 # --- property: process_next == a plain-Python model over a dict -------------------------------
 
 Record = tuple[int, bytes | None, bytes | None]
@@ -282,13 +345,18 @@ def changelog(draw: st.DrawFn) -> tuple[list[Record], int, dict[bytes, bytes]]:
 
 
 def check_against_model(
-    make: Callable[[], Store], recs: list[Record], end: int, initial: dict[bytes, bytes]
+    make: Callable[[], Store],
+    recs: list[Record],
+    end: int,
+    initial: dict[bytes, bytes],
+    arrow: bool = False,
 ) -> None:
     store = make()
     try:
         store.put_all(list(initial.items()))
         expected_state, expected = model(initial, recs, end)
-        got = process_next(store, [rec(o, k, v) for o, k, v in recs], end)
+        given: Any = arrow_batch(recs) if arrow else [rec(o, k, v) for o, k, v in recs]
+        got = process_next(store, given, end)
         assert got == expected
         assert dict(store.all()) == expected_state
         assert list(store.all()) == sorted(expected_state.items())
@@ -302,6 +370,16 @@ def test_in_memory_matches_the_model(case: tuple[list[Record], int, dict[bytes, 
     logging.getLogger("streamstate.changelog").disabled = True
     try:
         check_against_model(lambda: InMemoryKeyValueStore("m"), *case)
+    finally:
+        logging.getLogger("streamstate.changelog").disabled = False
+
+
+@settings(max_examples=300, deadline=None)
+@given(changelog())
+def test_arrow_input_matches_the_model(case: tuple[list[Record], int, dict[bytes, bytes]]) -> None:
+    logging.getLogger("streamstate.changelog").disabled = True
+    try:
+        check_against_model(lambda: InMemoryKeyValueStore("m"), *case, arrow=True)
     finally:
         logging.getLogger("streamstate.changelog").disabled = False
 

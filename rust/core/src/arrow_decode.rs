@@ -286,6 +286,74 @@ pub fn decode_kafka_batch(
     .map_err(|e| CoreError::invalid_argument(e.to_string()))
 }
 
+/// A topic and a partition, as read from a batch.
+pub type TopicPartitionName = (String, i32);
+
+/// The changelog records of an Arrow batch with Spark's Kafka columns (only `key`, `value` and
+/// `offset` are required), copied out for [`crate::restore::process_next`]. Copying stops after
+/// the first record at or past `end_offset`, which is passed on without its key and value: it
+/// only tells `process_next` where to stop. Also returns the topic and partition of the first
+/// row when the batch has those columns, to locate errors.
+pub fn changelog_records(
+    batch: &RecordBatch,
+    end_offset: i64,
+) -> Result<(
+    Vec<crate::restore::ChangelogRecord>,
+    Option<TopicPartitionName>,
+)> {
+    let column = |name: &str| {
+        batch.column_by_name(name).ok_or_else(|| {
+            CoreError::invalid_argument(format!(
+                "the batch has no '{name}' column; changelog records need 'key', 'value' and \
+                 'offset' (Spark's Kafka source schema)"
+            ))
+        })
+    };
+    let offsets = column("offset")?;
+    let offsets = offsets
+        .as_primitive_opt::<arrow_array::types::Int64Type>()
+        .ok_or_else(|| bad_type("offset", "int64", offsets.data_type()))?;
+    let key_column = column("key")?;
+    let value_column = column("value")?;
+    let keys = BinaryColumn::new(key_column.as_ref())
+        .map_err(|e| CoreError::invalid_argument(format!("column 'key': {}", e.reason)))?;
+    let values = BinaryColumn::new(value_column.as_ref())
+        .map_err(|e| CoreError::invalid_argument(format!("column 'value': {}", e.reason)))?;
+    if offsets.null_count() > 0 {
+        return Err(CoreError::invalid_argument(
+            "column 'offset' has nulls; every changelog record needs an offset",
+        ));
+    }
+    let origin = if batch.num_rows() > 0 {
+        let topic = batch
+            .column_by_name("topic")
+            .and_then(|c| BinaryColumn::new(c.as_ref()).ok())
+            .and_then(|c| c.get(0).map(|b| String::from_utf8_lossy(b).into_owned()));
+        let partition = batch
+            .column_by_name("partition")
+            .and_then(|c| c.as_primitive_opt::<arrow_array::types::Int32Type>())
+            .filter(|p| p.is_valid(0))
+            .map(|p| p.value(0));
+        topic.zip(partition)
+    } else {
+        None
+    };
+    let mut records = Vec::with_capacity(batch.num_rows());
+    for row in 0..batch.num_rows() {
+        let offset = offsets.value(row);
+        if offset >= end_offset {
+            records.push((offset, None, None));
+            break;
+        }
+        records.push((
+            offset,
+            keys.get(row).map(<[u8]>::to_vec),
+            values.get(row).map(<[u8]>::to_vec),
+        ));
+    }
+    Ok((records, origin))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,5 +381,74 @@ mod tests {
         let err = decode_column(&a, &Deserializer::Long).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Deserialization);
         assert!(err.reason.starts_with("row 1:"), "{}", err.reason);
+    }
+
+    fn changelog_batch(offsets: Vec<i64>, keys: Vec<Option<&[u8]>>) -> RecordBatch {
+        let n = offsets.len();
+        let values: Vec<Option<&[u8]>> =
+            (0..n).map(|i| (i % 2 == 0).then_some(&b"v"[..])).collect();
+        RecordBatch::try_from_iter(vec![
+            ("key", Arc::new(BinaryArray::from(keys)) as ArrayRef),
+            (
+                "value",
+                Arc::new(LargeBinaryArray::from(values)) as ArrayRef,
+            ),
+            (
+                "topic",
+                Arc::new(arrow_array::StringArray::from(vec!["t"; n])) as ArrayRef,
+            ),
+            (
+                "partition",
+                Arc::new(arrow_array::Int32Array::from(vec![3; n])) as ArrayRef,
+            ),
+            ("offset", Arc::new(Int64Array::from(offsets)) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn changelog_records_stop_after_the_first_record_at_the_end() {
+        let batch = changelog_batch(
+            vec![5, 6, 7, 8],
+            vec![Some(b"a"), None, Some(b"c"), Some(b"d")],
+        );
+        let (records, origin) = changelog_records(&batch, 7).unwrap();
+        assert_eq!(origin, Some(("t".to_owned(), 3)));
+        assert_eq!(
+            records,
+            vec![
+                (5, Some(b"a".to_vec()), Some(b"v".to_vec())),
+                (6, None, None),
+                (7, None, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn changelog_records_need_an_int64_offset_column() {
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "key",
+                Arc::new(BinaryArray::from(vec![Some(&b"k"[..])])) as ArrayRef,
+            ),
+            (
+                "value",
+                Arc::new(BinaryArray::from(vec![Some(&b"v"[..])])) as ArrayRef,
+            ),
+            (
+                "offset",
+                Arc::new(arrow_array::Int32Array::from(vec![1])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let err = changelog_records(&batch, 10).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidArgument);
+        assert!(err.reason.contains("offset"), "{}", err.reason);
+        let good = changelog_batch(vec![1], vec![Some(b"k")]);
+        let no_key = good.project(&[1, 2, 3, 4]).unwrap();
+        assert!(changelog_records(&no_key, 10)
+            .unwrap_err()
+            .reason
+            .contains("'key'"));
     }
 }

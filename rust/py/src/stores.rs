@@ -8,11 +8,14 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use arrow_array::RecordBatch;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3_arrow::PyRecordBatch;
+use streamstate_core::arrow_decode;
 use streamstate_core::error::CoreError;
 use streamstate_core::restore::{self, ChangelogRecord};
 use streamstate_core::store::{
@@ -476,6 +479,10 @@ fn process_next(
 ) -> PyResult<RestoredBatch> {
     let shared = shared_store(store)?;
     guard(py, || {
+        if records.hasattr(intern!(py, "__arrow_c_array__"))? {
+            let batch: PyRecordBatch = records.extract()?;
+            return process_arrow(py, &shared, batch.into_inner(), end_offset);
+        }
         let message = MessageMethods::get(py)?;
         let (message_cls, methods) = (message.map(|m| m.0), message.map(|m| m.1));
         let reader = Reader {
@@ -505,8 +512,7 @@ fn process_next(
                 copy_bytes(&raw.value, "value", raw.offset)?,
             ));
         }
-        let first_offset = batch.first().map(|r| r.0);
-        let last_offset = batch.iter().rev().find(|r| r.0 < end_offset).map(|r| r.0);
+        let span = offset_span(&batch, end_offset);
         let store_for_batch = shared.clone();
         let outcome =
             py.detach(move || restore::process_next(&*store_for_batch, batch, end_offset));
@@ -514,31 +520,75 @@ fn process_next(
             .as_ref()
             .map(|f| reader.topic_partition(f))
             .unwrap_or((None, None));
-        let outcome = outcome.map_err(|mut e: CoreError| {
-            e.location.topic = e.location.topic.take().or_else(|| topic.clone());
-            e.location.partition = e.location.partition.or(partition);
-            if let (Some(a), Some(b)) = (first_offset, last_offset) {
-                e.reason = format!("restoring changelog offsets {a} to {b}: {}", e.reason);
-                e.location.offset = e.location.offset.or(Some(a));
-            }
-            e
-        });
-        let outcome = outcome.py_err(py)?;
-        if !outcome.null_key_offsets.is_empty() {
-            warn_null_keys(
-                py,
-                shared.name(),
-                topic.as_deref(),
-                partition,
-                &outcome.null_key_offsets,
-            );
+        finish(py, &shared, outcome, topic, partition, span)
+    })
+}
+
+/// The first offset read and the last one below the end, to name in errors.
+fn offset_span(batch: &[ChangelogRecord], end_offset: i64) -> Option<(i64, i64)> {
+    let first = batch.first().map(|r| r.0)?;
+    let last = batch.iter().rev().find(|r| r.0 < end_offset).map(|r| r.0)?;
+    Some((first, last))
+}
+
+/// `process_next` over an Arrow batch with Spark's Kafka columns: copying the keys and values
+/// out and writing them both happen without the GIL.
+fn process_arrow(
+    py: Python<'_>,
+    shared: &Shared,
+    batch: RecordBatch,
+    end_offset: i64,
+) -> PyResult<RestoredBatch> {
+    let store_for_batch = shared.clone();
+    let (outcome, origin, span) = py.detach(move || {
+        let (records, origin) = match arrow_decode::changelog_records(&batch, end_offset) {
+            Ok(found) => found,
+            Err(e) => return (Err(e.in_store(store_for_batch.name())), None, None),
+        };
+        let span = offset_span(&records, end_offset);
+        let outcome = restore::process_next(&*store_for_batch, records, end_offset);
+        (outcome, origin, span)
+    });
+    let (topic, partition) = match origin {
+        Some((t, p)) => (Some(t), Some(p)),
+        None => (None, None),
+    };
+    finish(py, shared, outcome, topic, partition, span)
+}
+
+/// Locates an error of the batch, logs its null-key records and builds the `RestoredBatch`.
+fn finish(
+    py: Python<'_>,
+    shared: &Shared,
+    outcome: Result<restore::ProcessNext, CoreError>,
+    topic: Option<String>,
+    partition: Option<i32>,
+    span: Option<(i64, i64)>,
+) -> PyResult<RestoredBatch> {
+    let outcome = outcome.map_err(|mut e: CoreError| {
+        e.location.topic = e.location.topic.take().or_else(|| topic.clone());
+        e.location.partition = e.location.partition.or(partition);
+        if let Some((a, b)) = span {
+            e.reason = format!("restoring changelog offsets {a} to {b}: {}", e.reason);
+            e.location.offset = e.location.offset.or(Some(a));
         }
-        let b = outcome.batch;
-        Ok(RestoredBatch {
-            next_offset: b.next_offset,
-            last_restored_offset: b.last_restored_offset,
-            num_restored: b.num_restored,
-        })
+        e
+    });
+    let outcome = outcome.py_err(py)?;
+    if !outcome.null_key_offsets.is_empty() {
+        warn_null_keys(
+            py,
+            shared.name(),
+            topic.as_deref(),
+            partition,
+            &outcome.null_key_offsets,
+        );
+    }
+    let b = outcome.batch;
+    Ok(RestoredBatch {
+        next_offset: b.next_offset,
+        last_restored_offset: b.last_restored_offset,
+        num_restored: b.num_restored,
     })
 }
 
