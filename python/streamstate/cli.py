@@ -1,7 +1,8 @@
 """The ``streamstate`` command.
 
-Subcommands: ``kafka start|stop|status`` (a local single-node Kafka) and ``demo`` (the
-end-to-end tour on that broker). Errors print one line on stderr and exit non-zero; ``--debug``
+Subcommands: ``kafka start|stop|status`` (a local single-node Kafka), ``demo`` (the
+end-to-end tour on that broker), ``restore`` (a changelog topic into persistent stores) and
+``query`` (a restored store). Errors print one line on stderr and exit non-zero; ``--debug``
 shows the traceback instead.
 """
 
@@ -86,6 +87,10 @@ def _parser() -> argparse.ArgumentParser:
         "--keep-kafka", action="store_true", help="leave the local broker running afterwards"
     )
     demo.set_defaults(run=_demo)
+
+    from streamstate.cli_restore import add_commands
+
+    add_commands(sub)
     return parser
 
 
