@@ -1,0 +1,130 @@
+"""Crash safety of ``restore_topic``: SIGKILL the restoring process at random moments.
+
+Each round appends puts and deletes to a two-partition changelog, starts a restore of it into
+the same state directory in a child process, kills that process with SIGKILL at a random moment
+(while it wipes, restores, flushes or writes a checkpoint), then runs the restore to completion
+and compares every store with a plain-Python replay of the whole changelog. The child restores
+in small fetches and checkpoints every few milliseconds, so kills land between and inside many
+batch writes and checkpoint writes. Some rounds also delete records past the checkpoints, which
+forces a wipe and a restore from the new log start in the killed run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streamstate import PersistentKeyValueStore
+from streamstate.kafka_local import KafkaTestCluster
+from streamstate.topic_restore import restore_topic, store_directory
+
+KILLS = 20
+PARTITIONS = 2
+
+CHILD = """
+import sys, time
+from streamstate.topic_restore import restore_topic
+bootstrap, topic, state_dir = sys.argv[1:4]
+print("ready", flush=True)
+started = time.monotonic()
+restore_topic(
+    bootstrap,
+    topic,
+    state_dir,
+    checkpoint_interval_s=0.005,
+    consumer_config={"max.partition.fetch.bytes": 4096, "fetch.max.bytes": 8192},
+)
+print("done", time.monotonic() - started, flush=True)
+"""
+
+Entry = tuple[bytes, bytes | None]
+
+
+def contents(state_dir: Path, topic: str, partition: int) -> dict[bytes, bytes]:
+    directory = store_directory(state_dir, topic, partition)
+    with PersistentKeyValueStore(topic, directory) as store:
+        return dict(store.all())
+
+
+def test_sigkill_at_random_moments_never_leaves_wrong_state(
+    kafka: KafkaTestCluster, tmp_path: Path
+) -> None:
+    rng = random.Random(20261122)
+    topic = kafka.create_topic(partitions=PARTITIONS)
+    state_dir = tmp_path / "state"
+    # The replayed changelog: the state every completed restore must end with.
+    expected: list[dict[bytes, bytes]] = [{} for _ in range(PARTITIONS)]
+    log_start = [0] * PARTITIONS
+    killed_while_running = 0
+    rounds = 0
+    # How long a child's restore takes (learned from children that finish): kills are spread
+    # over that span so that most of them hit a restore in progress.
+    span = 0.3
+    while killed_while_running < KILLS:
+        rounds += 1
+        assert rounds <= 3 * KILLS, f"only {killed_while_running} kills hit a running restore"
+        for p in range(PARTITIONS):
+            entries: list[Entry] = []
+            for _ in range(rng.randrange(1_000, 6_000)):
+                key = b"k%04d" % rng.randrange(400)
+                value = None if rng.random() < 0.15 else rng.randbytes(rng.randrange(1, 60))
+                entries.append((key, value))
+            offsets = kafka.produce(topic, entries, partition=p)
+            for key, value in entries:
+                if value is None:
+                    expected[p].pop(key, None)
+                else:
+                    expected[p][key] = value
+            if rounds % 5 == 0 and p == 0:
+                # Cut the log past what the last round checkpointed: the next restore has to
+                # wipe the store and rebuild it from the new log start, and is killed doing so.
+                cut = offsets[len(offsets) // 2][1]
+                log_start[p] = kafka.delete_records(topic, p, cut)
+                expected[p] = {}
+                for key, value in entries[len(entries) // 2 :]:
+                    if value is None:
+                        expected[p].pop(key, None)
+                    else:
+                        expected[p][key] = value
+
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, kafka.bootstrap_servers, topic, str(state_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(rng.uniform(0.0, span))
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+                killed_while_running += 1
+            child.wait(timeout=60)
+            finished = child.stdout.read().split()
+            if finished[:1] == ["done"]:
+                span = max(0.05, 0.8 * float(finished[1]))
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+
+        results = restore_topic(kafka.bootstrap_servers, topic, state_dir)
+        for p in range(PARTITIONS):
+            got = contents(state_dir, topic, p)
+            differing = sorted(
+                k for k in set(got) | set(expected[p]) if got.get(k) != expected[p].get(k)
+            )
+            assert not differing, (
+                f"round {rounds}: partition {p} holds {len(got)} keys, expected "
+                f"{len(expected[p])}; {len(differing)} differ, first {differing[0]!r}"
+            )
+            assert results[p].end_offset == kafka.end_offsets(topic)[p]
+            assert results[p].start_offset >= log_start[p]
