@@ -17,7 +17,8 @@ Kafka 2.4 / 2.5 (``register(StateRestorer)`` / ``restore`` / ``restoredOffsets``
   ``test_records_deleted_while_restoring_are_reported_and_recovered`` and
   ``test_a_consumer_position_reported_out_of_range`` (here the reader recovers by itself).
 * shouldRecoverFromOffsetOutOfRangeExceptionAndRestoreFromStart: ported as
-  ``test_a_truncated_checkpoint_is_dropped_and_registering_again_restores_from_the_log_start``.
+  ``test_a_truncated_checkpoint_is_dropped_and_registering_again_restores_from_the_log_start``
+  (its boundary: ``test_a_checkpoint_just_below_the_log_start_is_not_truncated``).
 * shouldRestoreMessagesFromCheckpoint: covered by ``test_restores_from_the_checkpoint``.
 * shouldClearAssignmentAtEndOfRestore: 2.6+ pauses instead of unassigning (checked by
   ``test_restores_everything_from_the_beginning_without_checkpoint``); the observable part, a
@@ -618,6 +619,28 @@ def test_a_truncated_checkpoint_is_dropped_and_registering_again_restores_from_t
         ("batch", 14, 10),
         ("end", 10),
     ]
+
+
+def test_a_checkpoint_just_below_the_log_start_is_not_truncated(
+    kafka: KafkaTestCluster, topic: str, tp: TopicPartition
+) -> None:
+    # The boundary of the port above: checkpoint 4 with log start 5 resumes at 5, no wipe.
+    produce(kafka, topic, (kv(i) for i in range(15)))
+    assert kafka.delete_records(topic, 0, 5) == 5
+    store = InMemoryKeyValueStore("s")
+    store.put(b"mine", b"x")
+    wipes: list[int] = []
+    listener = Recorder()
+    reader = StoreChangelogReader(restore_consumer(kafka), restore_listener=listener, poll_ms=50)
+    restorer = StateRestorer(tp, store, checkpoint=4, before_wipe=lambda: wipes.append(1))
+    reader.register(restorer)
+
+    restore_until(reader, [tp])
+
+    assert wipes == []
+    assert restorer.checkpoint == 4
+    assert contents(store) == {b"mine": b"x", **dict(kv(i) for i in range(5, 15))}
+    assert events_of(listener, "s") == [("start", 5, 15), ("batch", 14, 10), ("end", 10)]
 
 
 # ------------------------------------------------------------------------------------------------
