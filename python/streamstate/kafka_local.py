@@ -123,6 +123,22 @@ def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def _first_error(text: str, limit: int = 15) -> str | None:
+    """The first ERROR or FATAL entry of a broker log with its exception and causes, without
+    stack frames; ``None`` when there is none."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if " ERROR " in line or " FATAL " in line:
+            entry = [line]
+            for following in lines[i + 1 :]:
+                if following.startswith("[") or len(entry) >= limit:
+                    break
+                if not following.lstrip().startswith(("at ", "...")):
+                    entry.append(following)
+            return "\n".join(entry)
+    return None
+
+
 def resolve_kafka(
     version: str = KAFKA_VERSION, *, progress: Callable[[str], None] | None = None
 ) -> Path:
@@ -505,7 +521,11 @@ class LocalKafka:
             text = self.log_file.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return "(no broker log)"
-        return f"last lines of {self.log_file}:\n{_tail(text)}"
+        first_error = _first_error(text)
+        tail = f"last lines of {self.log_file}:\n{_tail(text)}"
+        # The first error explains a failed start; the shutdown that follows it can log hundreds
+        # of lines (a whole config dump), pushing it out of the tail.
+        return f"first error in the log:\n{first_error}\n{tail}" if first_error else tail
 
     def _format_storage(self, java: str, classpath: str) -> None:
         command = [
