@@ -7,6 +7,7 @@ talks to Kafka; Spark scales the same functions out. The public names are listed
 from __future__ import annotations
 
 from streamstate._core import __version__
+from streamstate.app import ProcessorContext, State, StreamsApp, Topology
 from streamstate.changelog import StateRestoreListener, StateRestorer, StoreChangelogReader
 from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import (
@@ -54,10 +55,12 @@ __all__ = [
     "OffsetCheckpoint",
     "PartitionGroup",
     "PersistentKeyValueStore",
+    "ProcessorContext",
     "ProcessorStateError",
     "RecordQueue",
     "RestoredBatch",
     "StampedRecord",
+    "State",
     "StateRestoreListener",
     "StateRestorer",
     "StateStoreFailError",
@@ -65,6 +68,7 @@ __all__ = [
     "StateStoreNotAvailableError",
     "StateStoreRetryableError",
     "StoreChangelogReader",
+    "StreamsApp",
     "StreamsError",
     "StreamsNotStartedError",
     "StreamsRebalancingError",
@@ -72,6 +76,7 @@ __all__ = [
     "TaskMigratedError",
     "TimestampType",
     "TopicPartition",
+    "Topology",
     "UnknownStateStoreError",
     "__version__",
     "process_next",

@@ -1,0 +1,190 @@
+"""What a processor sees: its task's stores (changelogged), global stores, and ``send``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Producer
+
+from streamstate.errors import ProcessorStateError, StreamsError
+
+if TYPE_CHECKING:
+    from streamstate.stores import InMemoryKeyValueStore, PersistentKeyValueStore
+
+__all__ = ["ChangeLoggingKeyValueStore", "ProcessorContext", "ReadOnlyStoreView"]
+
+Store = Any  # InMemoryKeyValueStore | PersistentKeyValueStore
+
+
+class ChangeLoggingKeyValueStore:
+    """A task store that sends every write to its changelog partition (Kafka Streams'
+    ``ChangeLoggingKeyValueBytesStore``): the store is written first, then the change is
+    produced to ``changelog`` partition ``partition``, key = store key, value = new value
+    (``None`` for a delete). Reads go straight to the store."""
+
+    def __init__(
+        self,
+        inner: InMemoryKeyValueStore | PersistentKeyValueStore,
+        producer: Producer,
+        changelog: str,
+        partition: int,
+        on_delivery: Callable[[Any, Any], None],
+    ) -> None:
+        """Wraps ``inner``; ``on_delivery`` receives each changelog record's delivery report."""
+        self.inner = inner
+        self._producer = producer
+        self._changelog = changelog
+        self._partition = partition
+        self._on_delivery = on_delivery
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return str(self.inner.name)
+
+    def _log(self, key: bytes, value: bytes | None) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    self._changelog,
+                    value,
+                    key,
+                    partition=self._partition,
+                    on_delivery=self._on_delivery,
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        """Writes ``key`` (``None`` deletes it) and logs the change."""
+        self.inner.put(key, value)
+        self._log(key, value)
+
+    def put_all(self, pairs: list[tuple[bytes, bytes | None]]) -> None:
+        """Writes every pair atomically, then logs each."""
+        pairs = list(pairs)
+        self.inner.put_all(pairs)
+        for key, value in pairs:
+            self._log(key, value)
+
+    def delete(self, key: bytes) -> bytes | None:
+        """Deletes ``key``, logs a tombstone, and returns the old value."""
+        old: bytes | None = self.inner.delete(key)
+        self._log(key, None)
+        return old
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None``."""
+        value: bytes | None = self.inner.get(key)
+        return value
+
+    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``from_key <= key <= to_key``, ascending."""
+        return iter(self.inner.range(from_key, to_key))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry, ascending."""
+        return iter(self.inner.all())
+
+    def approximate_num_entries(self) -> int:
+        """The number of entries, approximately."""
+        return int(self.inner.approximate_num_entries())
+
+
+class ReadOnlyStoreView:
+    """A global store as processors see it: reads only (the global thread writes it)."""
+
+    def __init__(self, store: Store) -> None:
+        """Wraps ``store``."""
+        self._store = store
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return str(self._store.name)
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None``."""
+        value: bytes | None = self._store.get(key)
+        return value
+
+    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``from_key <= key <= to_key``, ascending."""
+        return iter(self._store.range(from_key, to_key))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry, ascending."""
+        return iter(self._store.all())
+
+    def approximate_num_entries(self) -> int:
+        """The number of entries, approximately."""
+        return int(self._store.approximate_num_entries())
+
+
+class ProcessorContext:
+    """Handed to the processor with each record: its task's stores, global stores, ``send``.
+
+    ``task_id`` is the task's partition number; ``topic``, ``partition``, ``offset`` and
+    ``timestamp`` describe the record being processed.
+    """
+
+    def __init__(
+        self,
+        task_id: int,
+        stores: dict[str, Any],
+        sinks: frozenset[str],
+        producer: Producer,
+    ) -> None:
+        """Made by the task; ``stores`` maps the names the processor declared to stores."""
+        self.task_id = task_id
+        self._stores = stores
+        self._sinks = sinks
+        self._producer = producer
+        self.topic: str | None = None
+        self.partition: int | None = None
+        self.offset: int | None = None
+        self.timestamp: int | None = None
+
+    def store(self, name: str) -> Any:
+        """The store ``name`` (declared in ``stores=`` of the processor)."""
+        try:
+            return self._stores[name]
+        except KeyError:
+            raise ProcessorStateError(
+                f"processor has no access to store {name!r}: declare it in stores=[...] "
+                f"(it declared {sorted(self._stores)})",
+                store_name=name,
+            ) from None
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        timestamp: int | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Produces a record to sink ``topic`` (declared in ``sinks=``). The timestamp defaults
+        to the input record's, as Kafka Streams' ``forward`` does; the partition to the
+        producer's key hash."""
+        if topic not in self._sinks:
+            raise StreamsError(
+                f"processor may not send to topic {topic!r}: declare it in sinks=[...] "
+                f"(it declared {sorted(self._sinks)})",
+                topic=topic,
+            )
+        kwargs: dict[str, Any] = {}
+        stamp = timestamp if timestamp is not None else self.timestamp
+        if stamp is not None and stamp >= 0:
+            kwargs["timestamp"] = stamp
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self._producer.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:
+                self._producer.poll(0.05)

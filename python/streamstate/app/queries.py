@@ -1,0 +1,153 @@
+"""Interactive queries: read-only store facades that say *why* a store is unavailable (KIP-216).
+
+Every call on a facade checks, at that moment and in this order (Kafka 3.x's order: the
+client's state first, then the store name, then the local stores):
+
+=====================================================  ==========================================
+condition                                              error
+=====================================================  ==========================================
+client ``CREATED``                                     ``StreamsNotStartedError`` (retry later)
+client ``REBALANCING`` or ``RESTORING``                ``StreamsRebalancingError`` (retry later)
+client ``PENDING_SHUTDOWN``, ``NOT_RUNNING``,          ``StateStoreNotAvailableError`` (fatal)
+``PENDING_ERROR`` or ``ERROR``
+no store of that name in the topology                  ``UnknownStateStoreError`` (fatal)
+``partition=p`` and no local active task has ``p``     ``InvalidStateStorePartitionError``
+no local active task has the store, or it was closed   ``StateStoreMigratedError`` (rediscover)
+=====================================================  ==========================================
+
+Kafka defines these classes but throws only three of them (``StreamsNotStartedException``,
+``UnknownStateStoreException``, ``InvalidStateStorePartitionException``), falling back to
+``IllegalStateException`` or the base class elsewhere; here each row raises its own class, as
+the KIP intended. A facade obtained earlier keeps working across rebalances: it looks the stores
+up on every call, so after its store moved away it raises ``StateStoreMigratedError``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from streamstate.app.state import State
+from streamstate.errors import (
+    InvalidStateStorePartitionError,
+    ProcessorStateError,
+    StateStoreMigratedError,
+    StateStoreNotAvailableError,
+    StreamsNotStartedError,
+    StreamsRebalancingError,
+    UnknownStateStoreError,
+)
+
+__all__ = ["ReadOnlyKeyValueStore"]
+
+# (name, partition) -> the matching open stores right now.
+Lookup = Callable[[str, int | None], list[Any]]
+
+
+class ReadOnlyKeyValueStore:
+    """A read-only view of the local stores named ``name`` (every local partition, or just
+    ``partition``): ``get``, ``range``, ``all``, ``approximate_num_entries``."""
+
+    def __init__(
+        self,
+        name: str,
+        partition: int | None,
+        *,
+        state: Callable[[], State],
+        known: Callable[[str], bool],
+        is_global: Callable[[str], bool],
+        lookup: Lookup,
+    ) -> None:
+        """Made by :meth:`StreamsApp.store <streamstate.StreamsApp.store>`."""
+        self.name = name
+        self.partition = partition
+        self._state = state
+        self._known = known
+        self._is_global = is_global
+        self._lookup = lookup
+
+    def __repr__(self) -> str:
+        """``ReadOnlyKeyValueStore('name', partition=p)``."""
+        return f"ReadOnlyKeyValueStore({self.name!r}, partition={self.partition})"
+
+    def _stores(self) -> list[Any]:
+        state = self._state()
+        if state is State.CREATED:
+            raise StreamsNotStartedError(
+                "KafkaStreams has not been started, you can retry after calling start()",
+                store_name=self.name,
+            )
+        if state in (State.REBALANCING, State.RESTORING):
+            raise StreamsRebalancingError(
+                f"the client is {state.value}: stores are moving or being restored, retry shortly",
+                store_name=self.name,
+            )
+        if state is not State.RUNNING:
+            raise StateStoreNotAvailableError(
+                f"the client is {state.value}: its stores are closed and cannot be queried",
+                store_name=self.name,
+            )
+        if not self._known(self.name):
+            raise UnknownStateStoreError(
+                f"Cannot get state store {self.name} because no such store is registered in "
+                "the topology.",
+                store_name=self.name,
+            )
+        stores = self._lookup(self.name, self.partition)
+        if not stores:
+            if self.partition is not None and not self._is_global(self.name):
+                raise InvalidStateStorePartitionError(
+                    f"The specified partition {self.partition} for store {self.name} does not "
+                    "exist on this instance.",
+                    partition=self.partition,
+                    store_name=self.name,
+                )
+            raise StateStoreMigratedError(
+                f"The state store, {self.name}, may have migrated to another instance.",
+                store_name=self.name,
+            )
+        return stores
+
+    def _call(self, op: Callable[[list[Any]], Any]) -> Any:
+        stores = self._stores()
+        try:
+            return op(stores)
+        except ProcessorStateError as exc:
+            # Closed under us (a rebalance took the task away between lookup and read).
+            raise StateStoreMigratedError(
+                f"The state store, {self.name}, may have migrated to another instance ({exc})",
+                store_name=self.name,
+            ) from exc
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` in whichever local partition holds it, or ``None``."""
+
+        def find(stores: list[Any]) -> bytes | None:
+            for store in stores:
+                value = store.get(key)
+                if value is not None:
+                    return bytes(value)
+            return None
+
+        result: bytes | None = self._call(find)
+        return result
+
+    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``from_key <= key <= to_key`` over every local partition, ascending."""
+        pairs: list[tuple[bytes, bytes]] = self._call(
+            lambda stores: list(heapq.merge(*(list(s.range(from_key, to_key)) for s in stores)))
+        )
+        return iter(pairs)
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry over every local partition, ascending by key."""
+        pairs: list[tuple[bytes, bytes]] = self._call(
+            lambda stores: list(heapq.merge(*(list(s.all()) for s in stores)))
+        )
+        return iter(pairs)
+
+    def approximate_num_entries(self) -> int:
+        """The sum of the local partitions' approximate entry counts."""
+        total: int = self._call(lambda stores: sum(s.approximate_num_entries() for s in stores))
+        return total
