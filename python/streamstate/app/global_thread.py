@@ -108,7 +108,7 @@ class GlobalStreamThread(threading.Thread):
         """Bootstraps, then keeps the stores up to date until :meth:`shutdown`."""
         try:
             self._discover_partitions()
-            self._bootstrap(self._read_checkpoint())
+            self._bootstrap_stores(self._read_checkpoint())
             self.bootstrapped.set()
             last_checkpoint = time.monotonic()
             paused = False
@@ -159,7 +159,7 @@ class GlobalStreamThread(threading.Thread):
             self._checkpoint.delete()
             return {}
 
-    def _bootstrap(self, checkpoint: dict[TopicPartition, int]) -> None:
+    def _bootstrap_stores(self, checkpoint: dict[TopicPartition, int]) -> None:
         """Restores every store to its topic's end (the client is RESTORING meanwhile)."""
         self._set_restoring(True)
         self._consumer.unassign()
@@ -247,7 +247,7 @@ class GlobalStreamThread(threading.Thread):
         kept = {tp: o for tp, o in self._offsets.items() if tp.topic != topic}
         self._offsets = kept
         self._write_checkpoint()
-        self._bootstrap(kept)
+        self._bootstrap_stores(kept)
 
     def _write_checkpoint(self) -> None:
         for store in self.stores.values():
