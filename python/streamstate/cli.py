@@ -1,9 +1,9 @@
 """The ``streamstate`` command.
 
 Subcommands: ``kafka start|stop|status`` (a local single-node Kafka), ``demo`` (the
-end-to-end tour on that broker), ``restore`` (a changelog topic into persistent stores) and
-``query`` (a restored store). Errors print one line on stderr and exit non-zero; ``--debug``
-shows the traceback instead.
+end-to-end tour on that broker), ``restore`` (a changelog topic into persistent stores),
+``query`` (a restored store) and ``run`` (an app file's ``StreamsApp``). Errors print one line
+on stderr and exit non-zero; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -89,8 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     from streamstate.cli_restore import add_commands
+    from streamstate.cli_run import add_command
 
     add_commands(sub)
+    add_command(sub)
     return parser
 
 

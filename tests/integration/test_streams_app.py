@@ -306,10 +306,11 @@ def test_a_global_store_rebuilds_itself_on_an_invalid_offset_while_running(
     transitions: list[tuple[str, str]] = []
     during: list[type[Exception]] = []
     rebuilt = threading.Event()
+    armed = threading.Event()  # set once the records were deleted under the global thread
 
     def on_change(new: State, old: State) -> None:
         transitions.append((old.value, new.value))
-        if new is State.RESTORING and app._global is not None and app._global.bootstrapped.is_set():
+        if new is State.RESTORING and armed.is_set():
             try:
                 app.store("prices").get(b"old-1")
             except Exception as exc:
@@ -328,6 +329,7 @@ def test_a_global_store_rebuilds_itself_on_an_invalid_offset_while_running(
     low = kafka.delete_records(prices, 0, 100)  # the thread still stands at offset 50
     assert low == 100
     with caplog.at_level(logging.WARNING, logger="streamstate.app"):
+        armed.set()
         app._global._resume_fetching()
         assert rebuilt.wait(TIMEOUT), transitions
     assert during == [StreamsRebalancingError]

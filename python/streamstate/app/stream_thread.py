@@ -65,8 +65,10 @@ class StreamThread(threading.Thread):
         on_state_change: Callable[[], None],
         on_fatal: Callable[[StreamThread, BaseException], None],
         restore_listener: StateRestoreListener | None = None,
+        wait_for: threading.Event | None = None,
     ) -> None:
-        """Creates the clients; nothing is joined before :meth:`start`."""
+        """Creates the clients; nothing is joined before :meth:`start`. With ``wait_for``, the
+        thread joins the group only once that event is set (the global stores' bootstrap)."""
         name = f"{config.client_id}-StreamThread-{index + 1}"
         super().__init__(name=name, daemon=True)
         self._topology = topology
@@ -75,6 +77,7 @@ class StreamThread(threading.Thread):
         self._on_state_change = on_state_change
         self._on_fatal = on_fatal
         self._stop_requested = threading.Event()
+        self._wait_for = wait_for
         self._state = ThreadState.CREATED
         self._lock = threading.RLock()
         self.tasks: dict[int, StreamTask] = {}
@@ -155,6 +158,11 @@ class StreamThread(threading.Thread):
     def run(self) -> None:
         """Polls, restores, processes and commits until :meth:`shutdown`."""
         try:
+            # Kafka Streams starts its stream threads after the global stores are bootstrapped:
+            # no record is processed against a partial global store.
+            while self._wait_for is not None and not self._wait_for.wait(0.1):
+                if self._stop_requested.is_set():
+                    return
             self._set_state(ThreadState.REBALANCING)
             self.coordinator.subscribe()
             while not self._stop_requested.is_set():

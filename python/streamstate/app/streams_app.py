@@ -85,11 +85,13 @@ class StreamsApp:
             if self._machine.state not in _WORKING:
                 return
             states = [t.state for t in self._threads]
-            if any(s in (ThreadState.CREATED, ThreadState.REBALANCING) for s in states):
+            # A global store being built or rebuilt makes the client RESTORING whatever the
+            # group does (its stream threads wait for the bootstrap, or keep running).
+            if self._global is not None and self._global.restoring:
+                new = State.RESTORING
+            elif any(s in (ThreadState.CREATED, ThreadState.REBALANCING) for s in states):
                 new = State.REBALANCING
-            elif (self._global is not None and self._global.restoring) or any(
-                s is ThreadState.RESTORING for s in states
-            ):
+            elif any(s is ThreadState.RESTORING for s in states):
                 new = State.RESTORING
             else:
                 new = State.RUNNING
@@ -123,6 +125,7 @@ class StreamsApp:
                 on_state_change=self._update_state,
                 on_fatal=self._fail,
                 restore_listener=self._restore_listener,
+                wait_for=self._global.bootstrapped if self._global is not None else None,
             )
             for i in range(self.config.num_stream_threads)
         ]
