@@ -357,3 +357,87 @@ def test_a_global_store_whose_checkpoint_fell_out_of_the_log_is_rebuilt_on_start
     second.start()
     assert second.wait_for_state(State.RUNNING, TIMEOUT)
     assert dict(second.store("prices").all()) == {b"d": b"4", b"e": b"5"}
+
+
+def test_commits_carry_the_partition_time_and_a_new_instance_restores_it(
+    kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
+) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    from streamstate.app.task import decode_partition_time
+
+    source = kafka.create_topic(partitions=2)
+    kafka.produce(
+        source, [(b"a", b"1", 5_000), (b"b", b"2", 9_000), (b"c", b"3", 7_000)], partition=1
+    )
+    kafka.produce(source, [(b"d", b"4", 3_000)], partition=0)
+    app_id = f"ptime-{uuid.uuid4().hex[:8]}"
+    app = new_app(apps, kafka, counting_topology(source), tmp_path / "a", app_id)
+    app.start()
+    wait_until(lambda: sum(local_counts(app).values()) == 4, "4 records counted")
+    assert app.close(30)
+    probe = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": app_id})
+    try:
+        committed = probe.committed(
+            [KafkaTopicPartition(source, 0), KafkaTopicPartition(source, 1)], timeout=30
+        )
+    finally:
+        probe.close()
+    assert [(c.offset, decode_partition_time(c.metadata)) for c in committed] == [
+        (1, 3_000),
+        (3, 9_000),
+    ]
+
+    again = new_app(apps, kafka, counting_topology(source), tmp_path / "b", app_id)
+    again.start()
+    assert again.wait_for_state(State.RUNNING, TIMEOUT)
+    task = again._threads[0].active_tasks()[1]
+    assert task.group.partition_time(task.partitions[0]) == 9_000
+
+
+def test_the_coordinator_follows_join_rejoin_and_leave(kafka: KafkaTestCluster) -> None:
+    from confluent_kafka import Consumer
+
+    from streamstate.app.coordinator import ConsumerCoordinator, MemberState
+
+    topic = kafka.create_topic(partitions=2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "group.id": f"coord-{uuid.uuid4().hex[:8]}",
+            "partition.assignment.strategy": "cooperative-sticky",
+        }
+    )
+    events: list[tuple[str, list[int]]] = []
+    coordinator = ConsumerCoordinator(
+        consumer,
+        [topic],
+        on_assigned=lambda ps: events.append(("assigned", sorted(p.partition for p in ps))),
+        on_revoked=lambda ps: events.append(("revoked", sorted(p.partition for p in ps))),
+        on_lost=lambda ps: events.append(("lost", sorted(p.partition for p in ps))),
+    )
+    try:
+        assert coordinator.state is MemberState.UNJOINED
+        coordinator.subscribe()
+        assert coordinator.state is MemberState.REBALANCING
+        deadline = time.monotonic() + TIMEOUT
+        while coordinator.state is not MemberState.STABLE:
+            assert time.monotonic() < deadline
+            consumer.poll(0.2)
+        assert coordinator.generation == 1
+        assert coordinator.member_id
+        assert coordinator.assignment == {(topic, 0), (topic, 1)}
+        assert events == [("assigned", [0, 1])]
+        coordinator.request_rejoin()
+        coordinator.maybe_rejoin()
+        deadline = time.monotonic() + TIMEOUT
+        while coordinator.generation < 2:
+            assert time.monotonic() < deadline
+            consumer.poll(0.2)
+        assert coordinator.state is MemberState.STABLE
+        assert ("revoked", [0, 1]) in events and events[-1] == ("assigned", [0, 1])
+        coordinator.leave()
+        assert coordinator.state is MemberState.UNJOINED
+    finally:
+        consumer.close()

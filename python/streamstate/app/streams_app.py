@@ -76,6 +76,13 @@ class StreamsApp:
         """Calls ``listener(new, old)`` on every state transition (from the thread making it)."""
         self._machine.set_listener(listener)
 
+    def set_global_state_restore_listener(self, listener: StateRestoreListener | None) -> None:
+        """Receives the restoration progress of every store, task and global (Kafka's
+        ``setGlobalStateRestoreListener``); only before :meth:`start`."""
+        if self._machine.state is not State.CREATED:
+            raise StreamsError("the restore listener can only be set before start()")
+        self._restore_listener = listener
+
     def wait_for_state(self, state: State, timeout: float | None = None) -> bool:
         """Blocks until the client is in ``state``; False on timeout."""
         return self._machine.wait_for(frozenset({state}), timeout)

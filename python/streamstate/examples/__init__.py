@@ -1,0 +1,1 @@
+"""Example apps shipped with streamstate (``streamstate run`` takes their paths)."""
