@@ -177,7 +177,11 @@ class StreamThread(threading.Thread):
 
     def _run_once(self) -> None:
         self.coordinator.maybe_rejoin()
-        messages = self.consumer.consume(_POLL_RECORDS, self._config.poll_ms / 1000.0)
+        # Block in poll only when there is nothing to process: records already buffered must
+        # not wait poll.ms per loop.
+        busy = any(not t.restoring and t.group.num_buffered() for t in self.tasks.values())
+        timeout = 0.0 if busy else self._config.poll_ms / 1000.0
+        messages = self.consumer.consume(_POLL_RECORDS, timeout)
         runs: dict[tuple[str, int], list[Any]] = {}
         for message in messages:
             error = message.error()
