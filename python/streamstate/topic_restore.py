@@ -49,6 +49,7 @@ __all__ = [
     "PartitionRestoreResult",
     "read_checkpoint",
     "restore_topic",
+    "select_partitions",
     "store_directory",
     "topic_partitions",
 ]
@@ -110,6 +111,22 @@ def topic_partitions(bootstrap_servers: str, topic: str, timeout_s: float = 30.0
             topic=topic,
         )
     return sorted(described.partitions)
+
+
+def select_partitions(
+    bootstrap_servers: str, topic: str, partitions: Iterable[int] | None
+) -> list[int]:
+    """``partitions`` (default: all of ``topic``'s), sorted and checked against the topic;
+    raises :class:`~streamstate.errors.StreamsError` naming the topic and the missing ones."""
+    known = topic_partitions(bootstrap_servers, topic)
+    wanted = sorted(set(known if partitions is None else partitions))
+    missing = [p for p in wanted if p not in known]
+    if missing:
+        raise StreamsError(
+            f"topic {topic!r} has partitions {_ranges(known)}, not {_ranges(missing)}",
+            topic=topic,
+        )
+    return wanted
 
 
 def read_checkpoint(
@@ -247,14 +264,7 @@ def restore_topic(
     Returns one :class:`PartitionRestoreResult` per partition, in partition order.
     """
     name = store_name or topic
-    known = topic_partitions(bootstrap_servers, topic)
-    wanted = sorted(set(known if partitions is None else partitions))
-    missing = [p for p in wanted if p not in known]
-    if missing:
-        raise StreamsError(
-            f"topic {topic!r} has partitions {_ranges(known)}, not {_ranges(missing)}",
-            topic=topic,
-        )
+    wanted = select_partitions(bootstrap_servers, topic, partitions)
     if checkpoint_interval_s <= 0:
         raise ValueError(f"checkpoint_interval_s must be > 0, not {checkpoint_interval_s}")
 

@@ -79,21 +79,12 @@ def restore_changelogs(
     ``end_offset``, ``restored``, ``seconds``), in partition order. A task's failure fails the
     job with the task's error (a ``ProcessorStateError`` naming the partition, for instance).
     """
-    from streamstate.topic_restore import topic_partitions
+    from streamstate.topic_restore import select_partitions
 
     if feed not in _FEEDS:
         raise ValueError(f"feed must be one of {_FEEDS}, not {feed!r}")
     name = store_name or topic
-    known = topic_partitions(bootstrap_servers, topic)
-    wanted = sorted(set(known if partitions is None else partitions))
-    missing = [p for p in wanted if p not in known]
-    if missing:
-        from streamstate.errors import StreamsError
-
-        raise StreamsError(
-            f"topic {topic!r} has partitions {known}, not {missing}",
-            topic=topic,
-        )
+    wanted = select_partitions(bootstrap_servers, topic, partitions)
     job = _Job(bootstrap_servers, topic, str(Path(state_dir).absolute()), name, eos)
     rows = (_by_consumer if feed == "consumer" else _by_kafka_source)(spark, job, wanted)
     return sorted(rows, key=lambda r: int(r["partition"]))
