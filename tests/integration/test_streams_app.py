@@ -441,3 +441,23 @@ def test_the_coordinator_follows_join_rejoin_and_leave(kafka: KafkaTestCluster) 
         assert coordinator.state is MemberState.UNJOINED
     finally:
         consumer.close()
+
+
+def test_two_stream_threads_split_the_tasks_and_count_exactly(
+    kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
+) -> None:
+    source = kafka.create_topic(partitions=4)
+    expected = produce_keys(kafka, source, 8_000, keys=200)
+    app = new_app(
+        apps,
+        kafka,
+        counting_topology(source),
+        tmp_path,
+        f"threads-{uuid.uuid4().hex[:8]}",
+        **{"num.stream.threads": 2},
+    )
+    app.start()
+    wait_until(lambda: local_counts(app) == expected, "both threads to count everything")
+    owned = [set(t.active_tasks()) for t in app._threads]
+    assert len(owned) == 2 and all(owned), owned
+    assert owned[0] | owned[1] == {0, 1, 2, 3} and not owned[0] & owned[1]
