@@ -461,3 +461,32 @@ def test_two_stream_threads_split_the_tasks_and_count_exactly(
     owned = [set(t.active_tasks()) for t in app._threads]
     assert len(owned) == 2 and all(owned), owned
     assert owned[0] | owned[1] == {0, 1, 2, 3} and not owned[0] & owned[1]
+
+
+def test_co_partitioned_sources_are_processed_in_timestamp_order_with_max_task_idle(
+    kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
+) -> None:
+    left, right = kafka.create_topic(partitions=1), kafka.create_topic(partitions=1)
+    order: list[tuple[str, int]] = []
+    topology = Topology()
+
+    @topology.processor(sources=[left, right])
+    def record_order(ctx: Any, record: Any) -> None:
+        order.append(("L" if record.topic == left else "R", record.timestamp))
+
+    kafka.produce(left, [(b"k", b"1", 10), (b"k", b"3", 30), (b"k", b"5", 50)])
+    app = new_app(
+        apps,
+        kafka,
+        topology,
+        tmp_path,
+        f"idle-{uuid.uuid4().hex[:8]}",
+        **{"max.task.idle.ms": 3000},
+    )
+    app.start()
+    assert app.wait_for_state(State.RUNNING, TIMEOUT)
+    time.sleep(1.0)
+    assert order == [], "records were processed while the other partition was empty and idle"
+    kafka.produce(right, [(b"k", b"2", 20), (b"k", b"4", 40)])
+    wait_until(lambda: len(order) == 5, "all five records")
+    assert order == [("L", 10), ("R", 20), ("L", 30), ("R", 40), ("L", 50)]
