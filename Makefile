@@ -10,6 +10,9 @@ PYTHON ?= python3
 VENV ?= .venv
 CACHE ?= $(HOME)/.cache/streamstate
 PY := $(VENV)/bin/python
+# The Quix Streams peer benchmark runs in a virtualenv of its own (its confluent-kafka pin).
+VENV_QUIX ?= .venv-quix
+export STREAMSTATE_QUIX_PYTHON := $(abspath $(VENV_QUIX)/bin/python)
 # Rust build output lives in the cache: a fresh clone then rebuilds only what changed.
 export CARGO_TARGET_DIR ?= $(CACHE)/target
 export STREAMSTATE_CACHE_DIR ?= $(CACHE)
@@ -37,6 +40,12 @@ $(VENV)/.deps: constraints.txt pyproject.toml
 	$(PY) -m pip install -q -c constraints.txt $(DEPS)
 	touch $@
 
+$(VENV_QUIX)/.deps: constraints-quix.txt
+	test -x $(VENV_QUIX)/bin/python || $(PYTHON) -m venv $(VENV_QUIX)
+	$(VENV_QUIX)/bin/python -m pip install -q --upgrade pip
+	$(VENV_QUIX)/bin/python -m pip install -q -c constraints-quix.txt quixstreams
+	touch $@
+
 setup: build ## create .venv, install the pinned dependencies, build the extension (release)
 
 build: $(VENV)/.deps ## (re)build the Rust extension in release mode into .venv
@@ -59,12 +68,12 @@ test-python: build ## every pytest suite: unit, integration (real Kafka), spark 
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
 	$(VENV)/bin/pytest tests
 
-bench-quick: build ## the benchmark suite on small inputs, printing the comparison tables
+bench-quick: build $(VENV_QUIX)/.deps ## the benchmark suite on small inputs, printing the comparison tables
 	STREAMSTATE_BENCH_QUICK=1 $(VENV)/bin/pytest benches --benchmark-enable \
 	  --benchmark-warmup=off --benchmark-min-rounds=3 --benchmark-max-time=0.2 \
 	  --benchmark-columns=min,median,mean,rounds --benchmark-group-by=group --benchmark-sort=mean
 
-bench: build ## the full benchmark suite (1M records; see docs/PERFORMANCE.md)
+bench: build $(VENV_QUIX)/.deps ## the full benchmark suite (1M records; see docs/PERFORMANCE.md)
 	$(VENV)/bin/pytest benches --benchmark-enable --benchmark-group-by=group \
 	  --benchmark-columns=min,median,mean,rounds --benchmark-sort=mean
 

@@ -11,12 +11,18 @@ and output topics and ends when every record is counted:
 * ``plain-python``: the same work hand-written over confluent-kafka: ``consume`` in batches,
   ``store.get``/``put`` per record, two ``produce`` calls, ``commit`` every second.
 
-Quix Streams installs from PyPI here (3.28.1), but pins confluent-kafka 2.12.2 against this
-project's 2.16.1, so it cannot share this environment; it is not part of this comparison.
+* ``quix-streams``: the same count with Quix Streams 3.28.1 (``benches/peers/quix_count.py``:
+  ``sdf.apply(count, stateful=True)``, RocksDB state with its changelog, ``to_topic``, commits
+  every second). Quix pins confluent-kafka 2.12.2, so it runs in its own virtualenv
+  (``.venv-quix``, made by ``make bench``/``make bench-quick``, pinned by
+  ``constraints-quix.txt``) as a child process; its time includes that interpreter's start and
+  imports (about a second).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import tempfile
 import threading
 import time
@@ -142,3 +148,42 @@ def bench_streamstate_app(benchmark, kafka: KafkaTestCluster, clicks: str) -> No
 @pytest.mark.benchmark(group="stateful-count")
 def bench_plain_python_loop(benchmark, kafka: KafkaTestCluster, clicks: str) -> None:
     assert benchmark.pedantic(_plain_python_count, args=(kafka, clicks), rounds=ROUNDS) == N
+
+
+_QUIX_SCRIPT = Path(__file__).parent / "peers" / "quix_count.py"
+
+
+def _quix_python() -> str:
+    python = os.environ.get("STREAMSTATE_QUIX_PYTHON") or str(
+        Path(__file__).parent.parent / ".venv-quix" / "bin" / "python"
+    )
+    if not os.path.exists(python):
+        pytest.fail(f"no Quix Streams virtualenv at {python}: run `make bench` (it makes one)")
+    return python
+
+
+def _quix_count(kafka: KafkaTestCluster, topic: str) -> int:
+    sink = kafka.create_topic(partitions=1)
+    with tempfile.TemporaryDirectory() as state_dir:
+        out = subprocess.run(
+            [
+                _quix_python(),
+                str(_QUIX_SCRIPT),
+                kafka.bootstrap_servers,
+                topic,
+                sink,
+                str(N),
+                state_dir,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=900,
+        )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.benchmark(group="stateful-count")
+def bench_quix_streams(benchmark, kafka: KafkaTestCluster, clicks: str) -> None:
+    assert benchmark.pedantic(_quix_count, args=(kafka, clicks), rounds=ROUNDS) == N
