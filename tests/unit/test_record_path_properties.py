@@ -120,6 +120,9 @@ json_field = st.one_of(
 )
 
 
+exact_ints = st.integers(-(2**63), 2**64 - 1)
+
+
 @st.composite
 def json_values(draw: st.DrawFn) -> bytes | None:
     kind = draw(
@@ -133,7 +136,10 @@ def json_values(draw: st.DrawFn) -> bytes | None:
         )
     if kind == "not-object":
         return json.dumps(
-            draw(st.one_of(st.integers(), st.lists(st.integers(), max_size=2)))
+            # Integers both sides hold exactly: outside i64::MIN..u64::MAX Rust's JSON gives a
+            # float where CPython keeps an int (a documented difference, pinned by
+            # test_json_integers_outside_64_bits_become_floats).
+            draw(st.one_of(exact_ints, st.lists(exact_ints, max_size=2)))
         ).encode()
     meta: dict[str, Any] = {"other": 1} if kind == "no-ts" else {"ts": draw(json_field)}
     document = {"n": draw(st.integers(0, 9))} if kind == "no-meta" else {"meta": meta}
@@ -315,3 +321,15 @@ def test_partition_group_matches_oracle(
         pass
     assert real.stream_time == expected.stream_time
     assert real.num_buffered() == 0
+
+
+@pytest.mark.parametrize("n", [-(2**63) - 1, 2**64, -(10**30), 10**30])
+def test_json_integers_outside_64_bits_become_floats(n: int) -> None:
+    value = JsonDeserializer().deserialize(TOPIC, str(n).encode())
+    assert isinstance(value, float) and value == float(n)
+
+
+@pytest.mark.parametrize("n", [-(2**63), -1, 0, 2**63 - 1, 2**63, 2**64 - 1])
+def test_json_integers_inside_64_bits_stay_exact(n: int) -> None:
+    value = JsonDeserializer().deserialize(TOPIC, str(n).encode())
+    assert type(value) is int and value == n
