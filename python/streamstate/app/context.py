@@ -17,7 +17,38 @@ __all__ = ["ChangeLoggingKeyValueStore", "ProcessorContext", "ReadOnlyStoreView"
 Store = Any  # InMemoryKeyValueStore | PersistentKeyValueStore
 
 
-class ChangeLoggingKeyValueStore:
+class ReadOnlyStoreView:
+    """The reads of a store (``get``, ``range``, ``all``, ``approximate_num_entries``). As is,
+    it is a global store as processors see it: the global thread alone writes those."""
+
+    def __init__(self, store: Store) -> None:
+        """Wraps ``store``."""
+        self.inner = store
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return str(self.inner.name)
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None``."""
+        value: bytes | None = self.inner.get(key)
+        return value
+
+    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``from_key <= key <= to_key``, ascending."""
+        return iter(self.inner.range(from_key, to_key))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry, ascending."""
+        return iter(self.inner.all())
+
+    def approximate_num_entries(self) -> int:
+        """The number of entries, approximately."""
+        return int(self.inner.approximate_num_entries())
+
+
+class ChangeLoggingKeyValueStore(ReadOnlyStoreView):
     """A task store that sends every write to its changelog partition (Kafka Streams'
     ``ChangeLoggingKeyValueBytesStore``): the store is written first, then the change is
     produced to ``changelog`` partition ``partition``, key = store key, value = new value
@@ -32,16 +63,11 @@ class ChangeLoggingKeyValueStore:
         on_delivery: Callable[[Any, Any], None],
     ) -> None:
         """Wraps ``inner``; ``on_delivery`` receives each changelog record's delivery report."""
-        self.inner = inner
+        super().__init__(inner)
         self._producer = producer
         self._changelog = changelog
         self._partition = partition
         self._on_delivery = on_delivery
-
-    @property
-    def name(self) -> str:
-        """The store's name."""
-        return str(self.inner.name)
 
     def _log(self, key: bytes, value: bytes | None) -> None:
         while True:
@@ -74,53 +100,6 @@ class ChangeLoggingKeyValueStore:
         old: bytes | None = self.inner.delete(key)
         self._log(key, None)
         return old
-
-    def get(self, key: bytes) -> bytes | None:
-        """The value of ``key``, or ``None``."""
-        value: bytes | None = self.inner.get(key)
-        return value
-
-    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Entries with ``from_key <= key <= to_key``, ascending."""
-        return iter(self.inner.range(from_key, to_key))
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every entry, ascending."""
-        return iter(self.inner.all())
-
-    def approximate_num_entries(self) -> int:
-        """The number of entries, approximately."""
-        return int(self.inner.approximate_num_entries())
-
-
-class ReadOnlyStoreView:
-    """A global store as processors see it: reads only (the global thread writes it)."""
-
-    def __init__(self, store: Store) -> None:
-        """Wraps ``store``."""
-        self._store = store
-
-    @property
-    def name(self) -> str:
-        """The store's name."""
-        return str(self._store.name)
-
-    def get(self, key: bytes) -> bytes | None:
-        """The value of ``key``, or ``None``."""
-        value: bytes | None = self._store.get(key)
-        return value
-
-    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Entries with ``from_key <= key <= to_key``, ascending."""
-        return iter(self._store.range(from_key, to_key))
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every entry, ascending."""
-        return iter(self._store.all())
-
-    def approximate_num_entries(self) -> int:
-        """The number of entries, approximately."""
-        return int(self._store.approximate_num_entries())
 
 
 class ProcessorContext:

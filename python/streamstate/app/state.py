@@ -33,14 +33,6 @@ class State(enum.Enum):
     PENDING_ERROR = "PENDING_ERROR"
     ERROR = "ERROR"
 
-    def is_running_or_rebalancing(self) -> bool:
-        """RUNNING, REBALANCING or RESTORING: the client is alive and working."""
-        return self in (State.RUNNING, State.REBALANCING, State.RESTORING)
-
-    def is_shutting_down_or_down(self) -> bool:
-        """PENDING_SHUTDOWN, NOT_RUNNING, PENDING_ERROR or ERROR."""
-        return self in (State.PENDING_SHUTDOWN, State.NOT_RUNNING, State.PENDING_ERROR, State.ERROR)
-
 
 # Kafka 3.x: CREATED(1, 3), REBALANCING(2, 3, 5), RUNNING(1, 2, 3, 5), PENDING_SHUTDOWN(4),
 # NOT_RUNNING, PENDING_ERROR(6), ERROR; RESTORING is reachable from and leads to the three

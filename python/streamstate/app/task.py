@@ -17,7 +17,6 @@ import base64
 import logging
 import struct
 import time
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Message, Producer
@@ -246,7 +245,3 @@ class StreamTask:
                 store.close()
             except Exception:  # closing must go on for the others
                 _log.exception("task %d: closing store %r failed", self.task_id, store.name)
-
-    def store_paths(self) -> dict[str, Path]:
-        """Where each persistent store lives."""
-        return {n: self.directory / n for n, s in self.stores.items() if s.persistent}
