@@ -52,6 +52,7 @@ __all__ = [
     "StateRestoreListener",
     "StateRestorer",
     "StoreChangelogReader",
+    "holds_data",
     "restore_consumer_config",
     "wipe_store",
 ]
@@ -293,6 +294,12 @@ def _kafka_error(exc: KafkaException) -> KafkaError | None:
 def _error_text(exc: KafkaException) -> str:
     error = _kafka_error(exc)
     return error.str() if error is not None else str(exc)
+
+
+def holds_data(store: InMemoryKeyValueStore | PersistentKeyValueStore) -> bool:
+    """Whether ``store`` has any entry (reads the first one, never counts them): a store with
+    data but no checkpoint vouching for it is wiped before it is restored."""
+    return next(iter(store.all()), None) is not None
 
 
 def wipe_store(store: InMemoryKeyValueStore | PersistentKeyValueStore) -> int:

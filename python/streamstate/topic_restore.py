@@ -36,6 +36,7 @@ from streamstate.changelog import (
     StateRestoreListener,
     StateRestorer,
     StoreChangelogReader,
+    holds_data,
     restore_consumer_config,
     wipe_store,
 )
@@ -158,7 +159,7 @@ def read_checkpoint(
         )
         _wipe(store, checkpoint)
         return None
-    if offset is None and next(iter(store.all()), None) is not None:
+    if offset is None and holds_data(store):
         _log.warning(
             "Store %r of %s holds data but has no checkpoint (an earlier restore stopped before "
             "writing one); wiping it and restoring from the beginning",

@@ -21,16 +21,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from streamstate.app.config import StreamsConfig
+from streamstate.app.polling import split_poll
 from streamstate.app.topology import GlobalStoreSpec
 from streamstate.changelog import (
     StateRestoreListener,
     StateRestorer,
     StoreChangelogReader,
+    holds_data,
     restore_consumer_config,
     wipe_store,
 )
@@ -170,7 +171,7 @@ class GlobalStreamThread(threading.Thread):
         wiped: set[str] = set()
         for name, partitions in self._partitions.items():
             store = self.stores[name]
-            if not any(tp in checkpoint for tp in partitions) and next(iter(store.all()), None):
+            if not any(tp in checkpoint for tp in partitions) and holds_data(store):
                 # Data without any checkpoint (a crash before the first one): only a rebuild
                 # vouches for it. (A partition that never had records has no offset either.)
                 wipe_store(store)
@@ -201,23 +202,16 @@ class GlobalStreamThread(threading.Thread):
 
     def _poll_once(self) -> None:
         messages = self._consumer.consume(5000, self._config.poll_ms / 1000.0)
-        runs: dict[tuple[str, int], list[Any]] = {}
+        runs, events = split_poll(messages, "global consumer")
         invalid: dict[tuple[str, int], tuple[int, str]] = {}
-        for message in messages:
-            error = message.error()
-            topic, partition = message.topic(), message.partition()
-            if topic is None or partition is None:
-                if error is not None and error.fatal():
-                    raise StreamsError(f"the global consumer failed: {error.str()}")
+        for event in events:
+            error, topic, partition = event.error(), event.topic(), event.partition()
+            if error is None or topic is None or partition is None:
                 continue
-            if error is None:
-                runs.setdefault((topic, partition), []).append(message)
-            elif error.code() in _INVALID_OFFSET:
-                offset = message.offset()
+            if error.code() in _INVALID_OFFSET:
+                offset = event.offset()
                 invalid[(topic, partition)] = (offset if offset is not None else -1, error.str())
-            elif error.code() != KafkaError._PARTITION_EOF:
-                if error.fatal():
-                    raise StreamsError(f"the global consumer failed: {error.str()}")
+            else:
                 _log.debug("global consumer reported %s", error.str())
         for (topic, partition), run in runs.items():
             name = self._store_of(topic)

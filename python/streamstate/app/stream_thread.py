@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
+from streamstate.app.polling import split_poll
 from streamstate.app.task import StreamTask, decode_partition_time
 from streamstate.app.topology import Topology
 from streamstate.changelog import (
@@ -182,19 +183,10 @@ class StreamThread(threading.Thread):
         busy = any(not t.restoring and t.group.num_buffered() for t in self.tasks.values())
         timeout = 0.0 if busy else self._config.poll_ms / 1000.0
         messages = self.consumer.consume(_POLL_RECORDS, timeout)
-        runs: dict[tuple[str, int], list[Any]] = {}
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if error.fatal():
-                    raise StreamsError(f"the consumer failed: {error.str()}")
-                _log.warning("stream-thread [%s] consumer error: %s", self.name, error.str())
-                continue
-            topic, partition = message.topic(), message.partition()
-            if topic is not None and partition is not None:
-                runs.setdefault((topic, partition), []).append(message)
+        runs, events = split_poll(messages, "consumer")
+        for event in events:
+            error = event.error()
+            _log.warning("stream-thread [%s] consumer error: %s", self.name, error and error.str())
         for (topic, partition), run in runs.items():
             task = self.tasks.get(partition)
             if task is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -49,9 +50,7 @@ class StreamsApp:
         sources = topology.source_topics
         if len(sources) > 1 and "partition.assignment.strategy" not in config:
             # cooperative-sticky does not keep partition p of every source topic together.
-            self.config = StreamsConfig.from_mapping(
-                {**config, "partition.assignment.strategy": "range"}
-            )
+            self.config = dataclasses.replace(self.config, partition_assignment_strategy="range")
         elif len(sources) > 1 and self.config.partition_assignment_strategy != "range":
             raise ValueError(
                 "a topology with several (co-partitioned) source topics needs "

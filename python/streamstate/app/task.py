@@ -25,7 +25,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
 from streamstate.app.topology import Topology
-from streamstate.changelog import wipe_store
+from streamstate.changelog import holds_data, wipe_store
 from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.queue import PartitionGroup, RecordQueue
@@ -116,6 +116,7 @@ class StreamTask:
         for name in node.stores:
             if name in global_stores:
                 declared[name] = ReadOnlyStoreView(global_stores[name])
+        self._changelog_by_topic = {tp.topic: tp for tp in self.changelogs.values()}
         self.context = ProcessorContext(task_id, declared, frozenset(node.sinks), producer)
         # Offsets consumed (next offset to read) since the task started, per source partition.
         self.consumed: dict[TopicPartition, int] = {}
@@ -145,7 +146,7 @@ class StreamTask:
         for name, tp in self.changelogs.items():
             store = self.stores[name]
             offset = offsets.get(tp) if store.persistent else None
-            if offset is None and next(iter(store.all()), None) is not None:
+            if offset is None and holds_data(store):
                 wipe_store(store)
             if offset is not None:
                 self.changelog_offsets[tp] = offset
@@ -211,9 +212,11 @@ class StreamTask:
                 f"a changelog record to {msg.topic()} partition {msg.partition()} failed: {err}"
             )
             return
-        tp = TopicPartition(msg.topic(), msg.partition())
-        if msg.offset() > self.changelog_offsets.get(tp, -1):
-            self.changelog_offsets[tp] = msg.offset()
+        # One delivery report per store write: look the partition up instead of building it.
+        tp = self._changelog_by_topic[msg.topic()]
+        offset = msg.offset()
+        if offset > self.changelog_offsets.get(tp, -1):
+            self.changelog_offsets[tp] = offset
 
     # -- commit -------------------------------------------------------------------------------
 
