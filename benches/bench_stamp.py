@@ -182,15 +182,7 @@ def spark_session(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def spark_frame(spark: Any, n: int, partitions: int) -> Any:
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
+    from streamstate.spark import kafka_source_schema
 
     rows = make_rows(n, partitions)
     table = pa.table(
@@ -203,17 +195,7 @@ def spark_frame(spark: Any, n: int, partitions: int) -> Any:
             "timestamp": pa.array(rows["timestamp"], pa.timestamp("us", "UTC")),
         }
     )
-    schema = StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-        ]
-    )
-    df = spark.createDataFrame(table.to_pandas(), schema)
+    df = spark.createDataFrame(table.to_pandas(), kafka_source_schema())
     # One Spark partition per Kafka partition, in offset order, like the Kafka source; cached so
     # the timings compare the stamping, not the Python→JVM upload.
     df = df.repartition(partitions, "partition").sortWithinPartitions("offset").cache()

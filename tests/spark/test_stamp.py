@@ -107,27 +107,9 @@ def test_stamp_over_the_kafka_source_matches_record_queue(
 
 
 def _kafka_frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
+    from streamstate.spark import kafka_source_schema
 
-    schema = StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-        ]
-    )
-    return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, kafka_source_schema())
 
 
 def test_stamp_of_an_in_memory_frame_through_every_strategy(spark: Any) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -12,7 +12,7 @@ from streamstate import _core
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["decode_kafka_columns"]
+__all__ = ["decode_kafka_columns", "kafka_source_schema"]
 
 # Spark DDL of the column each flat built-in deserializer produces.
 SPARK_TYPES = {
@@ -25,6 +25,31 @@ SPARK_TYPES = {
     "double": "double",
     "uuid": "string",
 }
+
+
+def kafka_source_schema() -> Any:
+    """The columns of Spark's Kafka source that streamstate reads, as a ``StructType``: for
+    building a DataFrame that stands for the source (an in-memory one in tests, say)."""
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+        ]
+    )
 
 
 def _check(name: str) -> None:
