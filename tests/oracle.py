@@ -1,9 +1,9 @@
 """A plain-Python reference implementation of streamstate's record path (the test oracle).
 
-It implements the contract of ``/work/shared/API.md`` ("Serdes", "Timestamp extractors",
-"RecordQueue, PartitionGroup") with the standard library only, so that property tests can
-compare the Rust-backed ``streamstate.RecordQueue`` / ``PartitionGroup`` with it record by
-record, and benchmarks can time "the plain-Python path".
+It implements the record path as ``docs/api.md`` documents it ("Serdes", "Timestamp
+extractors", "RecordQueue and PartitionGroup") with the standard library only, so that property
+tests can compare the Rust-backed ``streamstate.RecordQueue`` / ``PartitionGroup`` with it
+record by record, and benchmarks can time "the plain-Python path".
 
 Semantics are the *eager* ones of the contract: ``add_raw_records`` deserializes, stamps and
 filters every record of the batch in offset order, and partition time is the highest timestamp

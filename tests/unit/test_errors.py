@@ -1,4 +1,4 @@
-"""The exception hierarchy of API.md, its attributes, pickling, and Rust's use of it."""
+"""The exception hierarchy of docs/api.md, its attributes, pickling, and Rust's use of it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import streamstate
 from streamstate import _core, errors
 
-# (class, parent) exactly as API.md draws the tree.
+# (class, parent) exactly as docs/api.md draws the tree.
 HIERARCHY = [
     ("StreamsError", None),
     ("DeserializationError", "StreamsError"),

@@ -1,7 +1,7 @@
 """Tests of the plain-Python oracle itself, so that comparisons against it can be trusted.
 
 The scenarios are Kafka's (RecordQueueTest, PartitionGroupTest, *TimestampTest) in the eager
-form of API.md; the expected values are written out by hand, not computed.
+form ``docs/api.md`` documents; the expected values are written out by hand, not computed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PartitionGroup: Kafka's PartitionGroupTest scenarios, in the eager form of API.md.
+"""PartitionGroup: Kafka's PartitionGroupTest scenarios, in the eager form of docs/api.md.
 
 Two partitions ``topic-1``/1 and ``topic-2``/2, 4-byte int keys and values, and a
 MockTimestampExtractor (timestamp = offset), as in Kafka's tests. Records are chosen by the

@@ -1,4 +1,5 @@
-"""process_next: Kafka Streams' StoreChangelogReader.processNext batch step, as API.md states it.
+"""process_next: Kafka Streams' StoreChangelogReader.processNext batch step, as docs/api.md
+states it.
 
 Scenarios follow StoreChangelogReaderTest (restore to the end, restore to a limit, null keys
 ignored, compaction gaps) re-expressed on one step; a hypothesis property compares random record
@@ -311,7 +312,7 @@ Record = tuple[int, bytes | None, bytes | None]
 def model(
     state: dict[bytes, bytes], recs: list[Record], end: int
 ) -> tuple[dict[bytes, bytes], RestoredBatch]:
-    """processNext in plain Python, as API.md states it."""
+    """processNext in plain Python, as docs/api.md states it."""
     state = dict(state)
     next_offset, last, n = -1, -1, 0
     for offset, key, value in recs:

@@ -1,4 +1,4 @@
-"""RecordQueue: Kafka's RecordQueueTest scenarios, in the eager form of API.md.
+"""RecordQueue: Kafka's RecordQueueTest scenarios, in the eager form of docs/api.md.
 
 As in Kafka's tests, keys and values are 4-byte ints (key 1, value 10), a "bad" key or value is
 an 8-byte long, and most queues use a MockTimestampExtractor (timestamp = offset). Kafka 2.6+
