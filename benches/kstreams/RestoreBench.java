@@ -1,0 +1,181 @@
+// Kafka Streams restoring a persistent (RocksDB) key-value store from its pre-filled changelog,
+// as it does after a failover onto an empty state directory.
+//
+//   java RestoreBench --bootstrap HOST:PORT --application-id APP --store STORE
+//                     --state-dir EMPTY_DIR [--input-topic APP-input] [--probe-key HEX]
+//                     [--timeout-ms 600000] [--config key=value ...]
+//
+// The topology (Processor API): a source on the input topic (which must exist, with as many
+// partitions as the changelog, and may be empty), one processor writing each record to the
+// store, and the store, logged to `APP-STORE-changelog`. That changelog must already hold the
+// records; with no checkpoint in the fresh state directory, Kafka Streams restores every
+// partition from its beginning before the task runs. Settings: see BenchSupport.java.
+//
+// Prints one JSON line on stdout once every restoration has ended and the instance is RUNNING:
+//   restore_s            from the StateRestoreListener's first onRestoreStart to its last
+//                        onRestoreEnd (what the benchmark compares)
+//   start_to_running_s   from KafkaStreams.start() to the state RUNNING
+//   restored             the sum of onRestoreEnd's totalRestored over the partitions
+//   partitions_restored  how many partitions' restorations ended
+//   batches              onBatchRestored calls
+//   approximate_entries  the store's approximateNumEntries() (RocksDB's estimate) once RUNNING
+//   probe_value_hex      the store's value for --probe-key (hex), or null
+//   close_s              how long close() took
+// and the Kafka Streams version. Exits 1 with a message on stderr if anything fails.
+
+import java.nio.file.Path;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StoreQueryParameters;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.processor.StateRestoreListener;
+import org.apache.kafka.streams.processor.api.Processor;
+import org.apache.kafka.streams.processor.api.ProcessorContext;
+import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.QueryableStoreTypes;
+import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
+import org.apache.kafka.streams.state.Stores;
+
+public final class RestoreBench {
+    private RestoreBench() {}
+
+    /** Writes each input record to the store (and so to its changelog). */
+    static final class PutProcessor implements Processor<byte[], byte[], Void, Void> {
+        private final String storeName;
+        private KeyValueStore<Bytes, byte[]> store;
+
+        PutProcessor(String storeName) {
+            this.storeName = storeName;
+        }
+
+        @Override
+        public void init(ProcessorContext<Void, Void> context) {
+            store = context.getStateStore(storeName);
+        }
+
+        @Override
+        public void process(Record<byte[], byte[]> record) {
+            if (record.key() != null) {
+                store.put(Bytes.wrap(record.key()), record.value());
+            }
+        }
+    }
+
+    /** The restoration's timing and counts, as the restore (state updater) thread reports them. */
+    static final class RestoreTiming implements StateRestoreListener {
+        final AtomicLong firstStart = new AtomicLong(Long.MAX_VALUE);
+        final AtomicLong lastEnd = new AtomicLong(Long.MIN_VALUE);
+        final AtomicLong restored = new AtomicLong();
+        final AtomicLong batches = new AtomicLong();
+        final AtomicInteger started = new AtomicInteger();
+        final AtomicInteger ended = new AtomicInteger();
+
+        @Override
+        public void onRestoreStart(TopicPartition tp, String store, long startOffset, long endOffset) {
+            firstStart.accumulateAndGet(System.nanoTime(), Math::min);
+            started.incrementAndGet();
+        }
+
+        @Override
+        public void onBatchRestored(TopicPartition tp, String store, long batchEndOffset, long numRestored) {
+            batches.incrementAndGet();
+        }
+
+        @Override
+        public void onRestoreEnd(TopicPartition tp, String store, long totalRestored) {
+            restored.addAndGet(totalRestored);
+            lastEnd.accumulateAndGet(System.nanoTime(), Math::max);
+            ended.incrementAndGet();
+        }
+    }
+
+    public static void main(String[] argv) throws Exception {
+        try {
+            run(BenchSupport.Args.parse(argv));
+        } catch (Exception e) {
+            System.err.println("RestoreBench failed: " + e);
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    private static void run(BenchSupport.Args args) throws Exception {
+        String applicationId = args.required("application-id");
+        String storeName = args.required("store");
+        String inputTopic = args.optional("input-topic", applicationId + "-input");
+        String probeKey = args.optional("probe-key", null);
+        long timeoutMs = args.number("timeout-ms", 600_000L);
+        Path stateDir = BenchSupport.freshStateDir(args);
+        Properties props = BenchSupport.streamsConfig(args, applicationId, stateDir);
+
+        Topology topology = new Topology();
+        topology.addSource("source", new ByteArrayDeserializer(), new ByteArrayDeserializer(), inputTopic);
+        topology.addProcessor("put", () -> new PutProcessor(storeName), "source");
+        topology.addStateStore(
+                Stores.keyValueStoreBuilder(
+                                Stores.persistentKeyValueStore(storeName), Serdes.Bytes(), Serdes.ByteArray())
+                        .withLoggingEnabled(Map.of()),
+                "put");
+
+        RestoreTiming timing = new RestoreTiming();
+        BenchSupport.Failure failure = new BenchSupport.Failure();
+        AtomicLong runningAt = new AtomicLong(Long.MIN_VALUE);
+        KafkaStreams streams = new KafkaStreams(topology, props);
+        streams.setGlobalStateRestoreListener(timing);
+        failure.watch(streams);
+        streams.setStateListener(
+                (state, old) -> {
+                    if (state == KafkaStreams.State.RUNNING) {
+                        runningAt.compareAndSet(Long.MIN_VALUE, System.nanoTime());
+                    }
+                    failure.onState(state);
+                });
+
+        long startedAt = System.nanoTime();
+        Map<String, Object> report = new LinkedHashMap<>();
+        try {
+            streams.start();
+            BenchSupport.await(
+                    "the restoration to end and the instance to run",
+                    () -> runningAt.get() != Long.MIN_VALUE
+                            && timing.started.get() > 0
+                            && timing.ended.get() == timing.started.get(),
+                    failure,
+                    timeoutMs,
+                    5); // the listener's own timestamps are reported, not this poll's
+            ReadOnlyKeyValueStore<Bytes, byte[]> store =
+                    streams.store(
+                            StoreQueryParameters.fromNameAndType(
+                                    storeName, QueryableStoreTypes.<Bytes, byte[]>keyValueStore()));
+            String probe = null;
+            if (probeKey != null) {
+                byte[] value = store.get(Bytes.wrap(HexFormat.of().parseHex(probeKey)));
+                probe = value == null ? null : HexFormat.of().formatHex(value);
+            }
+            report.put("program", "RestoreBench");
+            report.put("kafka_streams_version", BenchSupport.kafkaStreamsVersion());
+            report.put("restore_s", BenchSupport.seconds(timing.firstStart.get(), timing.lastEnd.get()));
+            report.put("start_to_running_s", BenchSupport.seconds(startedAt, runningAt.get()));
+            report.put("restored", timing.restored.get());
+            report.put("partitions_restored", timing.ended.get());
+            report.put("batches", timing.batches.get());
+            report.put("approximate_entries", store.approximateNumEntries());
+            report.put("probe_value_hex", probe);
+        } finally {
+            report.put("close_s", BenchSupport.close(streams));
+        }
+        System.out.println(BenchSupport.json(report));
+        System.out.flush();
+    }
+}
