@@ -30,7 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from subprocess import PIPE
+from typing import IO, Any
 
 from streamstate._maven import MavenError, file_lock, resolve_jars
 from streamstate.kafka_local import KAFKA_VERSION, cache_dir
@@ -79,6 +80,33 @@ class PeerError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Preparing: jars, classes, kcat
 # --------------------------------------------------------------------------------------------
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _run(
+    what: str, command: Sequence[str], timeout_s: float, *, stdout: IO[bytes] | int = PIPE
+) -> subprocess.CompletedProcess[str]:
+    """Runs ``command`` to its end; a timeout or a non-zero exit raises :class:`PeerError` with
+    the end of its output."""
+    try:
+        result = subprocess.run(
+            command,
+            stdout=stdout,
+            stderr=PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise PeerError(f"{what} did not finish within {timeout_s} s") from exc
+    if result.returncode != 0:
+        output = result.stderr + (result.stdout or "")
+        raise PeerError(f"{what} failed (exit {result.returncode}):\n{_tail(output)}")
+    return result
 
 
 def _java_tool(name: str) -> str:
@@ -140,10 +168,11 @@ def _classes(libs: Path) -> Path:
             str(staging),
             *map(str, sources),
         ]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
+        try:
+            _run("javac", command, 300)
+        except PeerError:
             shutil.rmtree(staging, ignore_errors=True)
-            raise PeerError(f"javac failed (exit {result.returncode}):\n{result.stderr.strip()}")
+            raise
         staging.rename(classes)
     return classes
 
@@ -172,28 +201,12 @@ def prepare() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _tail(text: str, lines: int = 30) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def _run_java(program: str, arguments: Sequence[str], timeout_s: float) -> dict[str, Any]:
     command = [_java_tool("java"), *JVM_OPTIONS, "-cp", classpath(), program, *arguments]
-    try:
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise PeerError(f"{program} did not finish within {timeout_s} s") from exc
+    result = _run(program, command, timeout_s)
     lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        raise PeerError(
-            f"{program} failed (exit {result.returncode}):\n{_tail(result.stderr + result.stdout)}"
-        )
+    if not lines:
+        raise PeerError(f"{program} printed no report:\n{_tail(result.stderr)}")
     report: dict[str, Any] = json.loads(lines[-1])
     return report
 
@@ -391,21 +404,8 @@ def kcat_consume(
             command += ["-p", str(partition)]
         started = time.monotonic()
         with open(out, "wb") as sink:
-            try:
-                result = subprocess.run(
-                    command,
-                    stdout=sink,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    timeout=timeout_s,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise PeerError(f"kcat did not finish reading {topic!r} in {timeout_s} s") from exc
+            _run(f"kcat reading {topic!r}", command, timeout_s, stdout=sink)
         seconds = time.monotonic() - started
-        if result.returncode != 0:
-            raise PeerError(f"kcat failed (exit {result.returncode}):\n{_tail(result.stderr)}")
         return KcatReport(records=out.stat().st_size, seconds=seconds)
 
 
@@ -438,9 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PeerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    kcat_version = subprocess.run(
-        [_kcat(), "-V"], capture_output=True, text=True, check=False
-    ).stdout.splitlines()
+    kcat_version = _run("kcat -V", [_kcat(), "-V"], 30).stdout.splitlines()
     print(f"Kafka Streams {KSTREAMS_VERSION}: {classpath()}")
     print(next((line for line in kcat_version if line.startswith("Version")), "kcat: ?"))
     print(f"ready in {time.monotonic() - started:.1f} s")

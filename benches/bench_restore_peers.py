@@ -39,19 +39,18 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from benches import _kstreams
-from benches._changelog import DISTINCT_KEYS, key, produce_changelog, value
+from benches._changelog import DISTINCT_KEYS, consume_changelog, key, produce_changelog, value
 from benches._common import QUICK, size
-from confluent_kafka import Consumer, TopicPartition
 
 from streamstate import PersistentKeyValueStore
-from streamstate.changelog import StateRestoreListener, restore_consumer_config
+from streamstate.changelog import StateRestoreListener
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.topic_restore import restore_topic, store_directory
 
@@ -194,31 +193,6 @@ def bench_kafka_streams(
     )
 
 
-def consume_all(bootstrap: str, topic: str, on_batch: Callable[[list[Any]], None]) -> int:
-    """Reads every partition of ``topic`` from offset 0 to its end offset with ``consume(10000)``
-    and the restore consumer's settings; returns the number of records read."""
-    consumer = Consumer(restore_consumer_config(bootstrap))
-    try:
-        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
-        end = 0
-        assignment = []
-        for partition in sorted(metadata.partitions):
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=30, cached=False
-            )
-            end += high
-            assignment.append(TopicPartition(topic, partition, 0))
-        consumer.assign(assignment)
-        read = 0
-        while read < end:
-            batch = [m for m in consumer.consume(10_000, 1.0) if m.error() is None]
-            on_batch(batch)
-            read += len(batch)
-        return read
-    finally:
-        consumer.close()
-
-
 @pytest.mark.parametrize("partitions", PARTITIONS)
 def bench_confluent_consume_loop(
     benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog
@@ -226,7 +200,7 @@ def bench_confluent_consume_loop(
     _group(benchmark, changelog)
 
     def run() -> int:
-        return consume_all(kafka.bootstrap_servers, changelog.topic, lambda batch: None)
+        return consume_changelog(kafka.bootstrap_servers, changelog.topic, lambda batch: None)
 
     assert benchmark.pedantic(run, rounds=ROUNDS, iterations=1) == N
 

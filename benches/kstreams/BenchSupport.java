@@ -41,6 +41,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import java.util.stream.Stream;
@@ -138,42 +139,75 @@ final class BenchSupport {
         return dir;
     }
 
-    /**
-     * Records the first fatal error of a KafkaStreams instance (an uncaught exception in a stream
-     * thread, or the ERROR state) so the program fails instead of waiting for its deadline.
-     */
-    static final class Failure {
-        private final AtomicReference<String> reason = new AtomicReference<>();
+    /** A program's body, run by {@link #main}. */
+    interface Program {
+        void run(Args args) throws Exception;
+    }
 
-        void watch(KafkaStreams streams) {
+    /** Runs `program` with the parsed arguments; any failure prints `name failed: ...` with its
+     *  stack trace on stderr and exits 1 (Kafka Streams' own threads must not keep it alive). */
+    static void main(String name, String[] argv, Program program) {
+        try {
+            program.run(Args.parse(argv));
+        } catch (Exception e) {
+            System.err.println(name + " failed: " + e);
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    /**
+     * Watches a KafkaStreams instance (before its start): when it first reached RUNNING, and its
+     * first fatal error (an uncaught exception in a stream thread, or the ERROR state), so that
+     * a program fails at once instead of waiting for its deadline.
+     */
+    static final class Watch {
+        private final AtomicReference<String> failure = new AtomicReference<>();
+        private final AtomicLong runningAt = new AtomicLong(Long.MIN_VALUE);
+
+        Watch(KafkaStreams streams) {
             streams.setUncaughtExceptionHandler(
                     error -> {
-                        reason.compareAndSet(null, "stream thread failed: " + error);
+                        failure.compareAndSet(null, "stream thread failed: " + error);
                         return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse
                                 .SHUTDOWN_CLIENT;
                     });
+            streams.setStateListener(
+                    (state, old) -> {
+                        if (state == KafkaStreams.State.RUNNING) {
+                            runningAt.compareAndSet(Long.MIN_VALUE, System.nanoTime());
+                        }
+                        if (state == KafkaStreams.State.ERROR
+                                || state == KafkaStreams.State.PENDING_ERROR) {
+                            failure.compareAndSet(null, "Kafka Streams went to state " + state);
+                        }
+                    });
         }
 
-        void onState(KafkaStreams.State state) {
-            if (state == KafkaStreams.State.ERROR || state == KafkaStreams.State.PENDING_ERROR) {
-                reason.compareAndSet(null, "Kafka Streams went to state " + state);
-            }
+        boolean running() {
+            return runningAt.get() != Long.MIN_VALUE;
+        }
+
+        /** System.nanoTime() when the instance first reached RUNNING. */
+        long runningAt() {
+            return runningAt.get();
         }
 
         void check() {
-            String why = reason.get();
+            String why = failure.get();
             if (why != null) {
                 throw new IllegalStateException(why);
             }
         }
     }
 
-    /** Polls `done` every `pollMs` until it holds; fails on `failure` or the deadline. */
-    static void await(String what, BooleanSupplier done, Failure failure, long timeoutMs, long pollMs)
+    /** Polls `done` every `pollMs` until it holds; fails on `watch`'s failure or the deadline. */
+    static void await(String what, BooleanSupplier done, Watch watch, long timeoutMs, long pollMs)
             throws InterruptedException {
         long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
         while (!done.getAsBoolean()) {
-            failure.check();
+            watch.check();
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException("timed out after " + timeoutMs + " ms waiting for " + what);
             }

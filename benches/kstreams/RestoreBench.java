@@ -99,18 +99,11 @@ public final class RestoreBench {
         }
     }
 
-    public static void main(String[] argv) throws Exception {
-        try {
-            run(BenchSupport.Args.parse(argv));
-        } catch (Exception e) {
-            System.err.println("RestoreBench failed: " + e);
-            e.printStackTrace();
-            System.exit(1);
-        }
-        System.exit(0);
+    public static void main(String[] argv) {
+        BenchSupport.main("RestoreBench", argv, RestoreBench::run);
     }
 
-    private static void run(BenchSupport.Args args) throws Exception {
+    static void run(BenchSupport.Args args) throws Exception {
         String applicationId = args.required("application-id");
         String storeName = args.required("store");
         String inputTopic = args.optional("input-topic", applicationId + "-input");
@@ -129,18 +122,9 @@ public final class RestoreBench {
                 "put");
 
         RestoreTiming timing = new RestoreTiming();
-        BenchSupport.Failure failure = new BenchSupport.Failure();
-        AtomicLong runningAt = new AtomicLong(Long.MIN_VALUE);
         KafkaStreams streams = new KafkaStreams(topology, props);
         streams.setGlobalStateRestoreListener(timing);
-        failure.watch(streams);
-        streams.setStateListener(
-                (state, old) -> {
-                    if (state == KafkaStreams.State.RUNNING) {
-                        runningAt.compareAndSet(Long.MIN_VALUE, System.nanoTime());
-                    }
-                    failure.onState(state);
-                });
+        BenchSupport.Watch watch = new BenchSupport.Watch(streams);
 
         long startedAt = System.nanoTime();
         Map<String, Object> report = new LinkedHashMap<>();
@@ -148,10 +132,10 @@ public final class RestoreBench {
             streams.start();
             BenchSupport.await(
                     "the restoration to end and the instance to run",
-                    () -> runningAt.get() != Long.MIN_VALUE
+                    () -> watch.running()
                             && timing.started.get() > 0
                             && timing.ended.get() == timing.started.get(),
-                    failure,
+                    watch,
                     timeoutMs,
                     5); // the listener's own timestamps are reported, not this poll's
             ReadOnlyKeyValueStore<Bytes, byte[]> store =
@@ -166,7 +150,7 @@ public final class RestoreBench {
             report.put("program", "RestoreBench");
             report.put("kafka_streams_version", BenchSupport.kafkaStreamsVersion());
             report.put("restore_s", BenchSupport.seconds(timing.firstStart.get(), timing.lastEnd.get()));
-            report.put("start_to_running_s", BenchSupport.seconds(startedAt, runningAt.get()));
+            report.put("start_to_running_s", BenchSupport.seconds(startedAt, watch.runningAt()));
             report.put("restored", timing.restored.get());
             report.put("partitions_restored", timing.ended.get());
             report.put("batches", timing.batches.get());

@@ -66,18 +66,11 @@ public final class WordCount {
         return words;
     }
 
-    public static void main(String[] argv) throws Exception {
-        try {
-            run(BenchSupport.Args.parse(argv));
-        } catch (Exception e) {
-            System.err.println("WordCount failed: " + e);
-            e.printStackTrace();
-            System.exit(1);
-        }
-        System.exit(0);
+    public static void main(String[] argv) {
+        BenchSupport.main("WordCount", argv, WordCount::run);
     }
 
-    private static void run(BenchSupport.Args args) throws Exception {
+    static void run(BenchSupport.Args args) throws Exception {
         String applicationId = args.required("application-id");
         String inputTopic = args.required("input-topic");
         String sinkTopic = args.required("sink-topic");
@@ -108,17 +101,8 @@ public final class WordCount {
                 .mapValues(count -> Long.toString(count))
                 .to(sinkTopic, Produced.with(Serdes.String(), Serdes.String()));
 
-        BenchSupport.Failure failure = new BenchSupport.Failure();
-        AtomicLong runningAt = new AtomicLong(Long.MIN_VALUE);
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
-        failure.watch(streams);
-        streams.setStateListener(
-                (state, old) -> {
-                    if (state == KafkaStreams.State.RUNNING) {
-                        runningAt.compareAndSet(Long.MIN_VALUE, System.nanoTime());
-                    }
-                    failure.onState(state);
-                });
+        BenchSupport.Watch watch = new BenchSupport.Watch(streams);
 
         long[] totals = new long[2]; // distinct words, sum of counts, at done
         long startedAt = System.nanoTime();
@@ -129,7 +113,7 @@ public final class WordCount {
             BenchSupport.await(
                     lines + " lines to be counted",
                     () -> {
-                        if (linesRead.get() < lines || runningAt.get() == Long.MIN_VALUE) {
+                        if (linesRead.get() < lines || !watch.running()) {
                             return false;
                         }
                         long words = wordsRead.get();
@@ -138,15 +122,15 @@ public final class WordCount {
                         }
                         return totals[1] == words;
                     },
-                    failure,
+                    watch,
                     timeoutMs,
                     10); // each poll past N lines iterates the store: not too often
             doneAt = System.nanoTime();
             report.put("program", "WordCount");
             report.put("kafka_streams_version", BenchSupport.kafkaStreamsVersion());
             report.put("elapsed_s", BenchSupport.seconds(startedAt, doneAt));
-            report.put("start_to_running_s", BenchSupport.seconds(startedAt, runningAt.get()));
-            report.put("processing_s", BenchSupport.seconds(runningAt.get(), doneAt));
+            report.put("start_to_running_s", BenchSupport.seconds(startedAt, watch.runningAt()));
+            report.put("processing_s", BenchSupport.seconds(watch.runningAt(), doneAt));
             report.put("lines", linesRead.get());
             report.put("words", wordsRead.get());
             report.put("distinct_words", totals[0]);
