@@ -228,7 +228,7 @@ class RestoreReport:
     partitions_restored: int
     batches: int
     approximate_entries: int
-    probe_value: bytes | None
+    probes: dict[bytes, bytes | None]
     close_s: float
     kafka_streams_version: str
     wall_s: float
@@ -241,15 +241,15 @@ def run_restore_bench(
     state_dir: Path,
     *,
     input_topic: str | None = None,
-    probe_key: bytes | None = None,
+    probe_keys: Sequence[bytes] = (),
     config: Mapping[str, str] | None = None,
     timeout_s: float = 600.0,
 ) -> RestoreReport:
     """Runs ``RestoreBench``: Kafka Streams restores ``<application_id>-<store>-changelog``
     (pre-filled) into RocksDB under ``state_dir`` (must be empty or absent). The input topic
     (default ``<application_id>-input``) must exist with the changelog's partition count.
-    ``probe_key``'s value in the restored store is reported; ``config`` overrides Kafka Streams
-    settings."""
+    The restored store's values of ``probe_keys`` are reported; ``config`` overrides Kafka
+    Streams settings."""
     arguments = [
         "--bootstrap",
         bootstrap_servers,
@@ -265,11 +265,10 @@ def run_restore_bench(
     ]
     if input_topic is not None:
         arguments += ["--input-topic", input_topic]
-    if probe_key is not None:
-        arguments += ["--probe-key", probe_key.hex()]
+    if probe_keys:
+        arguments += ["--probe-keys", ",".join(k.hex() for k in probe_keys)]
     started = time.monotonic()
     report = _run_java("RestoreBench", arguments, timeout_s + 60)
-    probe = report["probe_value_hex"]
     return RestoreReport(
         restore_s=float(report["restore_s"]),
         start_to_running_s=float(report["start_to_running_s"]),
@@ -277,7 +276,10 @@ def run_restore_bench(
         partitions_restored=int(report["partitions_restored"]),
         batches=int(report["batches"]),
         approximate_entries=int(report["approximate_entries"]),
-        probe_value=None if probe is None else bytes.fromhex(probe),
+        probes={
+            bytes.fromhex(k): None if v is None else bytes.fromhex(v)
+            for k, v in report["probes"].items()
+        },
         close_s=float(report["close_s"]),
         kafka_streams_version=str(report["kafka_streams_version"]),
         wall_s=time.monotonic() - started,

@@ -173,13 +173,13 @@ def bench_kafka_streams(
             changelog.application_id,
             STORE,
             directory,
-            probe_key=changelog.last_key,
+            probe_keys=[changelog.last_key],
             config={"num.stream.threads": str(threads)},
         )
         shutil.rmtree(directory, ignore_errors=True)
         assert report.restored == N
         assert report.partitions_restored == changelog.partitions
-        assert report.probe_value == changelog.last_value
+        assert report.probes == {changelog.last_key: changelog.last_value}
         assert report.approximate_entries >= min(N, DISTINCT_KEYS) // 2
         reports.append(report)
         clock.now += report.restore_s

@@ -230,10 +230,11 @@ final class BenchSupport {
         return AppInfoParser.getVersion();
     }
 
-    /** One JSON object of numbers, booleans, strings and nulls, keys in insertion order. */
-    static String json(Map<String, Object> fields) {
+    /** One JSON object of numbers, booleans, strings, nulls and such objects, keys in insertion
+     *  order. */
+    static String json(Map<String, ?> fields) {
         StringBuilder out = new StringBuilder("{");
-        for (Map.Entry<String, Object> field : fields.entrySet()) {
+        for (Map.Entry<String, ?> field : fields.entrySet()) {
             if (out.length() > 1) {
                 out.append(", ");
             }
@@ -243,6 +244,10 @@ final class BenchSupport {
                 out.append("null");
             } else if (value instanceof Double || value instanceof Float) {
                 out.append(String.format(Locale.ROOT, "%.6f", ((Number) value).doubleValue()));
+            } else if (value instanceof Map) {
+                @SuppressWarnings("unchecked")
+                Map<String, ?> object = (Map<String, ?>) value;
+                out.append(json(object));
             } else if (value instanceof Number || value instanceof Boolean) {
                 out.append(value);
             } else {

@@ -2,7 +2,7 @@
 // as it does after a failover onto an empty state directory.
 //
 //   java RestoreBench --bootstrap HOST:PORT --application-id APP --store STORE
-//                     --state-dir EMPTY_DIR [--input-topic APP-input] [--probe-key HEX]
+//                     --state-dir EMPTY_DIR [--input-topic APP-input] [--probe-keys HEX,HEX...]
 //                     [--timeout-ms 600000] [--config key=value ...]
 //
 // The topology (Processor API): a source on the input topic (which must exist, with as many
@@ -19,7 +19,7 @@
 //   partitions_restored  how many partitions' restorations ended
 //   batches              onBatchRestored calls
 //   approximate_entries  the store's approximateNumEntries() (RocksDB's estimate) once RUNNING
-//   probe_value_hex      the store's value for --probe-key (hex), or null
+//   probes               {key hex: the store's value (hex) or null} for each of --probe-keys
 //   close_s              how long close() took
 // and the Kafka Streams version. Exits 1 with a message on stderr if anything fails.
 
@@ -107,7 +107,7 @@ public final class RestoreBench {
         String applicationId = args.required("application-id");
         String storeName = args.required("store");
         String inputTopic = args.optional("input-topic", applicationId + "-input");
-        String probeKey = args.optional("probe-key", null);
+        String probeKeys = args.optional("probe-keys", "");
         long timeoutMs = args.number("timeout-ms", 600_000L);
         Path stateDir = BenchSupport.freshStateDir(args);
         Properties props = BenchSupport.streamsConfig(args, applicationId, stateDir);
@@ -142,10 +142,12 @@ public final class RestoreBench {
                     streams.store(
                             StoreQueryParameters.fromNameAndType(
                                     storeName, QueryableStoreTypes.<Bytes, byte[]>keyValueStore()));
-            String probe = null;
-            if (probeKey != null) {
-                byte[] value = store.get(Bytes.wrap(HexFormat.of().parseHex(probeKey)));
-                probe = value == null ? null : HexFormat.of().formatHex(value);
+            Map<String, Object> probes = new LinkedHashMap<>();
+            for (String probeKey : probeKeys.split(",")) {
+                if (!probeKey.isEmpty()) {
+                    byte[] value = store.get(Bytes.wrap(HexFormat.of().parseHex(probeKey)));
+                    probes.put(probeKey, value == null ? null : HexFormat.of().formatHex(value));
+                }
             }
             report.put("program", "RestoreBench");
             report.put("kafka_streams_version", BenchSupport.kafkaStreamsVersion());
@@ -155,7 +157,7 @@ public final class RestoreBench {
             report.put("partitions_restored", timing.ended.get());
             report.put("batches", timing.batches.get());
             report.put("approximate_entries", store.approximateNumEntries());
-            report.put("probe_value_hex", probe);
+            report.put("probes", probes);
         } finally {
             report.put("close_s", BenchSupport.close(streams));
         }
