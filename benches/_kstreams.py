@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -223,6 +224,7 @@ class RestoreReport:
     """What ``RestoreBench`` reported: see ``benches/kstreams/RestoreBench.java``."""
 
     restore_s: float
+    restore_cpu_s: float
     start_to_running_s: float
     restored: int
     partitions_restored: int
@@ -271,6 +273,7 @@ def run_restore_bench(
     report = _run_java("RestoreBench", arguments, timeout_s + 60)
     return RestoreReport(
         restore_s=float(report["restore_s"]),
+        restore_cpu_s=float(report["restore_cpu_s"]),
         start_to_running_s=float(report["start_to_running_s"]),
         restored=int(report["restored"]),
         partitions_restored=int(report["partitions_restored"]),
@@ -358,12 +361,20 @@ def word_counts(lines: Sequence[str]) -> dict[str, int]:
     return counts
 
 
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @dataclass(frozen=True)
 class KcatReport:
-    """A kcat read: how many records it printed, and its wall time (process start to exit)."""
+    """A kcat read: how many records it printed, its wall time (process start to exit) and the
+    CPU time (user + system) it used."""
 
     records: int
     seconds: float
+    cpu_s: float
 
 
 def kcat_consume(
@@ -404,11 +415,13 @@ def kcat_consume(
             command += ["-c", str(records)]
         if partition is not None:
             command += ["-p", str(partition)]
+        cpu_before = _children_cpu_s()
         started = time.monotonic()
         with open(out, "wb") as sink:
             _run(f"kcat reading {topic!r}", command, timeout_s, stdout=sink)
         seconds = time.monotonic() - started
-        return KcatReport(records=out.stat().st_size, seconds=seconds)
+        cpu_s = _children_cpu_s() - cpu_before
+        return KcatReport(records=out.stat().st_size, seconds=seconds, cpu_s=cpu_s)
 
 
 def delete_application(admin: Any, application_id: str, *, timeout_s: float = 30.0) -> None:

@@ -25,6 +25,12 @@ each checking its result so that a broken one fails:
   checkpoints (its own listener's first-start-to-last-end span is in ``extra_info``). Checked:
   records restored, the stores' sizes and the last record's value.
 
+Each contender's CPU seconds (user + system, all threads) are recorded too, as
+``extra_info["cpu_s"]`` (median): kcat's whole process, Kafka Streams' JVM over the listener's
+span (restoring, JIT, GC, RocksDB's background threads), the Python contenders' whole call
+(librdkafka's and fjall's threads included). On a shared machine they move far less than the
+wall times.
+
 Every contender reads with 4 MiB per partition fetch (``max.partition.fetch.bytes``, as
 :func:`streamstate.changelog.restore_consumer_config`). The Kafka Streams settings and JVM
 options are listed in ``benches/kstreams/BenchSupport.java`` and ``benches/_kstreams.py``.
@@ -118,6 +124,12 @@ def _group(benchmark: Any, changelog: Changelog) -> None:
     benchmark.extra_info.update(records=N, partitions=changelog.partitions)
 
 
+def _record_cpu(benchmark: Any, cpu: list[float]) -> None:
+    """The median of the rounds' CPU seconds (user + system, every thread of the contender's
+    process), steadier than wall time on a shared machine."""
+    benchmark.extra_info["cpu_s"] = statistics.median(cpu)
+
+
 class _ReportedClock:
     """A pytest-benchmark timer that moves only by the durations a contender reports itself.
 
@@ -147,10 +159,15 @@ def _use_reported_time(benchmark: Any) -> _ReportedClock:
 def bench_kcat(benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog) -> None:
     _group(benchmark, changelog)
 
+    cpu: list[float] = []
+
     def run() -> int:
-        return _kstreams.kcat_consume(kafka.bootstrap_servers, changelog.topic, records=N).records
+        report = _kstreams.kcat_consume(kafka.bootstrap_servers, changelog.topic, records=N)
+        cpu.append(report.cpu_s)
+        return report.records
 
     assert benchmark.pedantic(run, rounds=ROUNDS, iterations=1) == N
+    _record_cpu(benchmark, cpu)
 
 
 @pytest.mark.parametrize(("partitions", "threads"), KAFKA_STREAMS_CASES)
@@ -185,6 +202,7 @@ def bench_kafka_streams(
         clock.now += report.restore_s
 
     benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    _record_cpu(benchmark, [r.restore_cpu_s for r in reports])
     benchmark.extra_info.update(
         kafka_streams_version=reports[0].kafka_streams_version,
         wall_s=statistics.median(r.wall_s for r in reports),
@@ -199,10 +217,16 @@ def bench_confluent_consume_loop(
 ) -> None:
     _group(benchmark, changelog)
 
+    cpu: list[float] = []
+
     def run() -> int:
-        return consume_changelog(kafka.bootstrap_servers, changelog.topic, lambda batch: None)
+        before = time.process_time()
+        read = consume_changelog(kafka.bootstrap_servers, changelog.topic, lambda batch: None)
+        cpu.append(time.process_time() - before)
+        return read
 
     assert benchmark.pedantic(run, rounds=ROUNDS, iterations=1) == N
+    _record_cpu(benchmark, cpu)
 
 
 class _Span(StateRestoreListener):
@@ -241,8 +265,11 @@ def bench_streamstate_restore(
     def setup() -> None:
         shutil.rmtree(state_dir / STORE, ignore_errors=True)
 
+    cpu: list[float] = []
+
     def run() -> int:
         span = _Span()
+        before = time.process_time()
         results = restore_topic(
             kafka.bootstrap_servers,
             changelog.topic,
@@ -250,10 +277,12 @@ def bench_streamstate_restore(
             store_name=STORE,
             restore_listener=span,
         )
+        cpu.append(time.process_time() - before)
         spans.append(span.seconds)
         return sum(r.restored for r in results)
 
     assert benchmark.pedantic(run, setup=setup, rounds=ROUNDS, iterations=1) == N
+    _record_cpu(benchmark, cpu)
     benchmark.extra_info["listener_span_s"] = statistics.median(spans)
     entries = 0
     for partition in range(changelog.partitions):

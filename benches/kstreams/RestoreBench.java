@@ -14,6 +14,7 @@
 // Prints one JSON line on stdout once every restoration has ended and the instance is RUNNING:
 //   restore_s            from the StateRestoreListener's first onRestoreStart to its last
 //                        onRestoreEnd (what the benchmark compares)
+//   restore_cpu_s        the process's CPU time over that span (all threads)
 //   start_to_running_s   from KafkaStreams.start() to the state RUNNING
 //   restored             the sum of onRestoreEnd's totalRestored over the partitions
 //   partitions_restored  how many partitions' restorations ended
@@ -23,13 +24,13 @@
 //   close_s              how long close() took
 // and the Kafka Streams version. Exits 1 with a message on stderr if anything fails.
 
+import com.sun.management.OperatingSystemMXBean;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
@@ -71,31 +72,56 @@ public final class RestoreBench {
         }
     }
 
-    /** The restoration's timing and counts, as the restore (state updater) thread reports them. */
+    /**
+     * The restoration's timing and counts, as the restore (state updater) threads report them:
+     * wall time and this process's CPU time (every thread: restore, JIT, GC, RocksDB's
+     * background flushes) from the first onRestoreStart to the last onRestoreEnd.
+     */
     static final class RestoreTiming implements StateRestoreListener {
-        final AtomicLong firstStart = new AtomicLong(Long.MAX_VALUE);
-        final AtomicLong lastEnd = new AtomicLong(Long.MIN_VALUE);
-        final AtomicLong restored = new AtomicLong();
-        final AtomicLong batches = new AtomicLong();
-        final AtomicInteger started = new AtomicInteger();
-        final AtomicInteger ended = new AtomicInteger();
+        private static final OperatingSystemMXBean OS =
+                (OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+        private long firstStart;
+        private long lastEnd;
+        private long cpuAtFirstStart;
+        private long cpuAtLastEnd;
+        private long restored;
+        private long batches;
+        private int started;
+        private int ended;
 
         @Override
-        public void onRestoreStart(TopicPartition tp, String store, long startOffset, long endOffset) {
-            firstStart.accumulateAndGet(System.nanoTime(), Math::min);
-            started.incrementAndGet();
+        public synchronized void onRestoreStart(TopicPartition tp, String store, long startOffset, long endOffset) {
+            if (started == 0) {
+                firstStart = System.nanoTime();
+                cpuAtFirstStart = OS.getProcessCpuTime();
+            }
+            started += 1;
         }
 
         @Override
-        public void onBatchRestored(TopicPartition tp, String store, long batchEndOffset, long numRestored) {
-            batches.incrementAndGet();
+        public synchronized void onBatchRestored(TopicPartition tp, String store, long batchEndOffset, long numRestored) {
+            batches += 1;
         }
 
         @Override
-        public void onRestoreEnd(TopicPartition tp, String store, long totalRestored) {
-            restored.addAndGet(totalRestored);
-            lastEnd.accumulateAndGet(System.nanoTime(), Math::max);
-            ended.incrementAndGet();
+        public synchronized void onRestoreEnd(TopicPartition tp, String store, long totalRestored) {
+            restored += totalRestored;
+            ended += 1;
+            lastEnd = System.nanoTime();
+            cpuAtLastEnd = OS.getProcessCpuTime();
+        }
+
+        /** Some restoration started, and every one that started has ended. */
+        synchronized boolean done() {
+            return started > 0 && ended == started;
+        }
+
+        synchronized void report(Map<String, Object> out) {
+            out.put("restore_s", BenchSupport.seconds(firstStart, lastEnd));
+            out.put("restore_cpu_s", BenchSupport.seconds(cpuAtFirstStart, cpuAtLastEnd));
+            out.put("restored", restored);
+            out.put("partitions_restored", ended);
+            out.put("batches", batches);
         }
     }
 
@@ -132,9 +158,7 @@ public final class RestoreBench {
             streams.start();
             BenchSupport.await(
                     "the restoration to end and the instance to run",
-                    () -> watch.running()
-                            && timing.started.get() > 0
-                            && timing.ended.get() == timing.started.get(),
+                    () -> watch.running() && timing.done(),
                     watch,
                     timeoutMs,
                     5); // the listener's own timestamps are reported, not this poll's
@@ -151,11 +175,8 @@ public final class RestoreBench {
             }
             report.put("program", "RestoreBench");
             report.put("kafka_streams_version", BenchSupport.kafkaStreamsVersion());
-            report.put("restore_s", BenchSupport.seconds(timing.firstStart.get(), timing.lastEnd.get()));
+            timing.report(report);
             report.put("start_to_running_s", BenchSupport.seconds(startedAt, watch.runningAt()));
-            report.put("restored", timing.restored.get());
-            report.put("partitions_restored", timing.ended.get());
-            report.put("batches", timing.batches.get());
             report.put("approximate_entries", store.approximateNumEntries());
             report.put("probes", probes);
         } finally {
