@@ -4,7 +4,7 @@ the bare confluent-kafka loop that reads it."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -52,10 +52,16 @@ def produce_changelog(bootstrap_servers: str, topic: str, n: int, partitions: in
         raise RuntimeError(f"{remaining} records to {topic!r} were not delivered")
 
 
-def consume_changelog(bootstrap: str, topic: str, on_batch: Callable[[list[Any]], None]) -> int:
+def consume_changelog(
+    bootstrap: str,
+    topic: str,
+    on_batch: Callable[[list[Any]], None],
+    config: Mapping[str, Any] | None = None,
+) -> int:
     """Reads every partition of ``topic`` from offset 0 to its end offset with ``consume(10000)``
-    and the restore consumer's settings; returns the number of records read."""
-    consumer = Consumer(restore_consumer_config(bootstrap))
+    and the restore consumer's settings (``config`` overrides some); returns the number of
+    records read."""
+    consumer = Consumer(restore_consumer_config(bootstrap, **dict(config or {})))
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
         end = 0

@@ -19,7 +19,10 @@ each checking its result so that a broken one fails:
   partitions also with two stream threads (two state updaters; not in quick mode).
 * ``confluent_consume_loop``: ``consume(10000)`` over every partition until each one's end,
   doing nothing with the messages (the ceiling of anything that hands records to Python);
-  checked: the record count.
+  checked: the record count. Twice: with the restore consumer's settings (``default``), and
+  with ``fetch.queue.backoff.ms=0`` (``backoff0``): librdkafka's fetcher otherwise pauses for
+  that long (1 s by default) whenever its prefetch queue is full, and a loop that keeps up
+  with the broker spends most of its wall time in those pauses, not in Python.
 * ``streamstate_restore``: :func:`streamstate.topic_restore.restore_topic` (the code of
   ``streamstate restore``), the whole call: opening the stores, the restore consumer, restoring,
   checkpoints (its own listener's first-start-to-last-end span is in ``extra_info``). Checked:
@@ -212,16 +215,23 @@ def bench_kafka_streams(
 
 
 @pytest.mark.parametrize("partitions", PARTITIONS)
+@pytest.mark.parametrize("fetch_queue_backoff_ms", [None, 0], ids=["default", "backoff0"])
 def bench_confluent_consume_loop(
-    benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog
+    benchmark: Any,
+    kafka: KafkaTestCluster,
+    changelog: Changelog,
+    fetch_queue_backoff_ms: int | None,
 ) -> None:
     _group(benchmark, changelog)
-
+    config = {} if fetch_queue_backoff_ms is None else {"fetch.queue.backoff.ms": 0}
+    benchmark.extra_info["config"] = config
     cpu: list[float] = []
 
     def run() -> int:
         before = time.process_time()
-        read = consume_changelog(kafka.bootstrap_servers, changelog.topic, lambda batch: None)
+        read = consume_changelog(
+            kafka.bootstrap_servers, changelog.topic, lambda batch: None, config
+        )
         cpu.append(time.process_time() - before)
         return read
 
