@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # constraints.txt; the extension itself is built by maturin (target `build`).
 DEPS := confluent-kafka pyarrow pyspark pandas maturin pytest pytest-benchmark hypothesis ruff mypy
 
-.PHONY: help setup build demo test check lint test-rust test-python bench bench-quick clean
+.PHONY: help setup build demo test check lint test-rust test-python bench bench-quick kstreams clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -64,16 +64,24 @@ lint: $(VENV)/.deps ## rustfmt, clippy, ruff, mypy
 test-rust: ## cargo test of the pure-Rust core
 	cargo test -p streamstate-core --locked
 
-test-python: build ## every pytest suite: unit, integration (real Kafka), spark (real Spark)
+# The benchmarks' peers outside Python: Kafka Streams itself (jars fetched by Maven into $(CACHE),
+# benches/kstreams/*.java compiled by javac there, only when they change) and kcat, librdkafka's
+# C client, from the distribution's packages (CI runs as root on a fresh machine).
+kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; kcat (apt-get)
+	@command -v kcat >/dev/null || { echo "installing kcat (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+	$(PY) -m benches._kstreams prepare
+
+test-python: build kstreams ## every pytest suite: unit, integration (real Kafka), spark (real Spark)
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
 	$(VENV)/bin/pytest tests
 
-bench-quick: build $(VENV_QUIX)/.deps ## the benchmark suite on small inputs, printing the comparison tables
+bench-quick: build kstreams $(VENV_QUIX)/.deps ## the benchmark suite on small inputs, printing the comparison tables
 	STREAMSTATE_BENCH_QUICK=1 $(VENV)/bin/pytest benches --benchmark-enable \
 	  --benchmark-warmup=off --benchmark-min-rounds=3 --benchmark-max-time=0.2 \
 	  --benchmark-columns=min,median,mean,rounds --benchmark-group-by=group --benchmark-sort=mean
 
-bench: build $(VENV_QUIX)/.deps ## the full benchmark suite (1M records; see docs/PERFORMANCE.md)
+bench: build kstreams $(VENV_QUIX)/.deps ## the full benchmark suite (1M records; see docs/PERFORMANCE.md)
 	$(VENV)/bin/pytest benches --benchmark-enable --benchmark-group-by=group \
 	  --benchmark-columns=min,median,mean,rounds --benchmark-sort=mean
 

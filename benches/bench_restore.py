@@ -25,12 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from benches._changelog import DISTINCT_KEYS, key, produce_changelog, value
+from benches._changelog import DISTINCT_KEYS, consume_changelog, key, produce_changelog, value
 from benches._common import size
-from confluent_kafka import Consumer, TopicPartition
 
 from streamstate import PersistentKeyValueStore
-from streamstate.changelog import restore_consumer_config
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.topic_restore import restore_topic, store_directory
 
@@ -51,23 +49,6 @@ def state_dir() -> Iterator[Path]:
         yield Path(d)
 
 
-def _consume_all(bootstrap: str, topic: str, on_batch) -> int:  # type: ignore[no-untyped-def]
-    """Reads partition 0 of ``topic`` from the beginning to its end offset."""
-    consumer = Consumer(restore_consumer_config(bootstrap))
-    try:
-        tp = TopicPartition(topic, 0)
-        _, end = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        read = 0
-        while read < end:
-            batch = [m for m in consumer.consume(10_000, 1.0) if m.error() is None]
-            on_batch(batch)
-            read += len(batch)
-        return read
-    finally:
-        consumer.close()
-
-
 def _check(directory: Path, name: str) -> None:
     with PersistentKeyValueStore(name, directory) as store:
         assert store.approximate_num_entries() >= min(N, DISTINCT_KEYS) // 2
@@ -78,7 +59,7 @@ def _check(directory: Path, name: str) -> None:
 @pytest.mark.benchmark(group="restore-2M")
 def bench_ceiling_bare_consume_loop(benchmark, kafka: KafkaTestCluster, changelog: str) -> None:
     def run() -> int:
-        return _consume_all(kafka.bootstrap_servers, changelog, lambda batch: None)
+        return consume_changelog(kafka.bootstrap_servers, changelog, lambda batch: None)
 
     assert benchmark.pedantic(run, rounds=ROUNDS, iterations=1) == N
 
@@ -117,7 +98,7 @@ def bench_python_put_loop(
                     if k is not None:
                         put(k, message.value())
 
-            return _consume_all(kafka.bootstrap_servers, changelog, apply)
+            return consume_changelog(kafka.bootstrap_servers, changelog, apply)
 
     assert benchmark.pedantic(run, setup=setup, rounds=ROUNDS, iterations=1) == N
     _check(directory, "py")
