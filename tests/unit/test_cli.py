@@ -59,7 +59,7 @@ def test_the_progress_bar_shows_totals_rate_and_eta() -> None:
     import io
 
     from streamstate import TopicPartition
-    from streamstate.cli_restore import ProgressBar
+    from streamstate.cli.restore import ProgressBar
 
     out = io.StringIO()
     bar = ProgressBar(out, width=10)

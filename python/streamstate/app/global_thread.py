@@ -27,18 +27,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from streamstate.app.config import StreamsConfig
 from streamstate.app.polling import split_poll
 from streamstate.app.topology import GlobalStoreSpec
-from streamstate.changelog import (
-    StateRestoreListener,
-    StateRestorer,
-    StoreChangelogReader,
-    holds_data,
-    restore_consumer_config,
-    wipe_store,
-)
-from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
-from streamstate.stores import PersistentKeyValueStore, process_next
+from streamstate.state.changelog_reader import StoreChangelogReader, restore_consumer_config
+from streamstate.state.checkpoint import OffsetCheckpoint
+from streamstate.state.restorer import StateRestoreListener, StateRestorer
+from streamstate.state.stores import PersistentKeyValueStore, holds_data, process_next, wipe_store
 
 __all__ = ["GlobalStreamThread"]
 

@@ -26,14 +26,10 @@ from streamstate.app.coordinator import ConsumerCoordinator
 from streamstate.app.polling import split_poll
 from streamstate.app.task import StreamTask, decode_partition_time
 from streamstate.app.topology import Topology
-from streamstate.changelog import (
-    StateRestoreListener,
-    StateRestorer,
-    StoreChangelogReader,
-    restore_consumer_config,
-)
 from streamstate.errors import StreamsError
 from streamstate.records import TopicPartition
+from streamstate.state.changelog_reader import StoreChangelogReader, restore_consumer_config
+from streamstate.state.restorer import StateRestoreListener, StateRestorer
 
 __all__ = ["StreamThread", "ThreadState"]
 

@@ -17,8 +17,8 @@ from streamstate.app.queries import ReadOnlyKeyValueStore
 from streamstate.app.state import State, StateListener, StateMachine
 from streamstate.app.stream_thread import StreamThread, ThreadState
 from streamstate.app.topology import Topology
-from streamstate.changelog import StateRestoreListener
 from streamstate.errors import StreamsError
+from streamstate.state.restorer import StateRestoreListener
 
 __all__ = ["StreamsApp"]
 

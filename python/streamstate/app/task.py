@@ -25,13 +25,17 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
 from streamstate.app.topology import Topology
-from streamstate.changelog import holds_data, wipe_store
-from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import NOT_KNOWN, TopicPartition
 from streamstate.serde import BytesDeserializer
-from streamstate.stores import InMemoryKeyValueStore, PersistentKeyValueStore
+from streamstate.state.checkpoint import OffsetCheckpoint
+from streamstate.state.stores import (
+    InMemoryKeyValueStore,
+    PersistentKeyValueStore,
+    holds_data,
+    wipe_store,
+)
 
 __all__ = ["StreamTask", "decode_partition_time", "encode_partition_time"]
 
