@@ -1,10 +1,12 @@
 """``streamstate.changelog``: changelog restoration, documented in
-:mod:`streamstate.state` (``changelog_reader``, ``restorer``, ``stores``), where it lives; this
-path keeps working."""
+:mod:`streamstate.state` (``changelog_reader``, ``restorer``, ``stores``) and
+:mod:`streamstate.clients.config` (``restore_consumer_config``), where it lives; this path keeps
+working."""
 
 from __future__ import annotations
 
-from streamstate.state.changelog_reader import StoreChangelogReader, restore_consumer_config
+from streamstate.clients.config import restore_consumer_config
+from streamstate.state.changelog_reader import StoreChangelogReader
 from streamstate.state.restorer import StateRestoreListener, StateRestorer
 from streamstate.state.stores import holds_data, wipe_store
 

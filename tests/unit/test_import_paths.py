@@ -1,5 +1,5 @@
 """Every public name keeps its import path: the modules that moved into ``state/``,
-``testing/`` and ``cli/`` are still importable where users first met them, as the
+``clients/``, ``testing/`` and ``cli/`` are still importable where users first met them, as the
 very same objects."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ MOVED = [
         ["StateRestoreListener", "StateRestorer"],
     ),
     ("streamstate.changelog", "streamstate.state.stores", ["holds_data", "wipe_store"]),
-    ("streamstate.changelog", "streamstate.state.changelog_reader", ["restore_consumer_config"]),
+    ("streamstate.changelog", "streamstate.clients.config", ["restore_consumer_config"]),
     (
         "streamstate.topic_restore",
         "streamstate.state.topic_restore",
@@ -96,7 +96,7 @@ def test_the_console_script_runs_the_command_line() -> None:
 def test_the_library_imports_neither_the_cli_nor_the_testing_package() -> None:
     # A fresh interpreter: importing everything a user imports must not pull the workbench in.
     code = (
-        "import sys, streamstate, streamstate.app, streamstate.state, "
+        "import sys, streamstate, streamstate.app, streamstate.state, streamstate.clients, "
         "streamstate.serde, streamstate.timestamps, streamstate.errors, streamstate.spark\n"
         "loaded = sorted(m for m in sys.modules "
         "if m.split('.')[:2] in (['streamstate', 'cli'], ['streamstate', 'testing']))\n"

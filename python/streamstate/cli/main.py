@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from streamstate.cli.kafka import main as kafka_main
 from streamstate.cli.restore import add_commands as add_restore_and_query
 from streamstate.cli.run import add_command as add_run
+from streamstate.clients.config import admin_config
 
 __all__ = ["main"]
 
@@ -66,7 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _check_reachable(bootstrap_servers: str, timeout: float = 10.0) -> None:
     """Fails fast, before Spark starts, when no broker answers at ``bootstrap_servers``."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap_servers, log_level=0))
     try:
         admin.list_topics(timeout=timeout)
     except Exception as exc:

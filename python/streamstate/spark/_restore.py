@@ -198,8 +198,8 @@ def _plan(job: _Job, wanted: list[int]) -> dict[int, tuple[int, int]]:
     restored from the beginning are wiped here, on the driver, before any task opens them."""
     from confluent_kafka import Consumer
 
+    from streamstate.clients.config import restore_consumer_config
     from streamstate.records import TopicPartition
-    from streamstate.state.changelog_reader import restore_consumer_config
     from streamstate.state.checkpoint import OffsetCheckpoint
     from streamstate.state.stores import PersistentKeyValueStore, wipe_store
     from streamstate.state.topic_restore import CHECKPOINT_FILE, read_checkpoint, store_directory

@@ -18,10 +18,10 @@ The reader follows Kafka Streams 2.4-2.5 (``register`` / ``restore`` / ``restore
   logged every 10 seconds.
 
 The restore consumer is assigned partitions manually and never joins a group. Make it with
-:func:`restore_consumer_config`, which sets ``auto.offset.reset=error`` (librdkafka's value for
-the Java client's ``none``, which Kafka Streams sets on its restore consumer): a position that
-fell out of the log is then reported instead of silently moved, and the reader wipes that store
-and restores it from the beginning.
+:func:`~streamstate.clients.config.restore_consumer_config`, which sets
+``auto.offset.reset=error`` (librdkafka's value for the Java client's ``none``, which Kafka
+Streams sets on its restore consumer): a position that fell out of the log is then reported
+instead of silently moved, and the reader wipes that store and restores it from the beginning.
 """
 
 from __future__ import annotations
@@ -29,90 +29,21 @@ from __future__ import annotations
 import enum
 import logging
 import time
-import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 
+from streamstate.clients.kafka_errors import ErrorKind, classify, error_text, kafka_error
+from streamstate.clients.poll import PollEvent, split_poll
 from streamstate.errors import ProcessorStateError, StreamsError
 from streamstate.records import TopicPartition
 from streamstate.state.restorer import StateRestoreListener, StateRestorer
 from streamstate.state.stores import process_next, wipe_store
 
-__all__ = ["StoreChangelogReader", "restore_consumer_config"]
+__all__ = ["StoreChangelogReader"]
 
 # Named as before the module moved into streamstate.state: logging is configured by this name.
 _log = logging.getLogger("streamstate.changelog")
-
-# Errors meaning "the position is outside the partition's log" (Java: InvalidOffsetException).
-# librdkafka reports _AUTO_OFFSET_RESET when auto.offset.reset=error forbids a reset; a raw
-# OFFSET_OUT_OF_RANGE is accepted too in case a client version surfaces that code directly.
-_INVALID_OFFSET_CODES = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
-# Errors of a watermark request worth retrying on the next restore() call, until the stall
-# timeout: as in Kafka Streams, a changelog partition that is not (yet) in the metadata is
-# waited for rather than failed at once.
-_RETRIABLE_REQUEST_CODES = frozenset(
-    {
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError._UNKNOWN_TOPIC,
-        KafkaError._TIMED_OUT,
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._WAIT_COORD,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.REQUEST_TIMED_OUT,
-    }
-)
-# Bytes per partition per fetch of a restore consumer (see restore_consumer_config).
-_FETCH_BYTES = 4 * 1024 * 1024
-
-
-def restore_consumer_config(
-    bootstrap_servers: str, *, eos: bool = False, **overrides: Any
-) -> dict[str, Any]:
-    """The configuration of a restore consumer for :class:`StoreChangelogReader`.
-
-    Pass it to ``confluent_kafka.Consumer``. Settings, each overridable with ``overrides``
-    (dotted keys, e.g. ``**{"fetch.max.bytes": 1 << 20}``):
-
-    * ``auto.offset.reset=error``: an out-of-range position is reported (the reader then wipes
-      the store and restores it from the beginning) rather than silently moved to the log start
-      over a store that still holds what the lost records had written. Kafka Streams sets
-      ``none``, the Java equivalent, on its restore consumer.
-    * ``isolation.level``: ``read_committed`` when ``eos`` (records of aborted transactions are
-      never restored, and the end offset the reader reads is the last stable offset), else
-      ``read_uncommitted`` (the Java default; librdkafka's own default is ``read_committed``).
-    * ``enable.auto.commit=false`` and ``enable.auto.offset.store=false``: the consumer never
-      commits. confluent-kafka insists on a ``group.id``, so a unique one is set, but the
-      consumer never joins that group (the reader assigns partitions manually).
-    * ``enable.partition.eof=true``: end-of-partition events tell the reader where the fetcher
-      stands even when nothing but transaction markers is left to read.
-    * ``max.partition.fetch.bytes=4 MiB`` (librdkafka's default is 1 MiB): a restore reads a
-      partition from start to end as fast as it can. A bare consume loop over one partition of
-      100-byte records read ~110k records/s here with 1 MiB fetches, ~360k with 4 MiB and
-      ~400k with 10 MiB, at a peak RSS of 100, 285 and 575 MB (``docs/restoration.md``).
-    """
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": f"streamstate-restore-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "error",
-        "isolation.level": "read_committed" if eos else "read_uncommitted",
-        "enable.partition.eof": True,
-        "max.partition.fetch.bytes": _FETCH_BYTES,
-    }
-    config.update(overrides)
-    return config
 
 
 class _Phase(enum.Enum):
@@ -170,23 +101,13 @@ def _tp_str(tp: TopicPartition) -> str:
     return f"{tp.topic}-{tp.partition}"
 
 
-def _kafka_error(exc: KafkaException) -> KafkaError | None:
-    if exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0]
-    return None
-
-
-def _error_text(exc: KafkaException) -> str:
-    error = _kafka_error(exc)
-    return error.str() if error is not None else str(exc)
-
-
 class StoreChangelogReader:
     """Restores state stores from their changelog partitions with one restore consumer.
 
     ``restore_consumer`` is a ``confluent_kafka.Consumer`` used only by this reader, made with
-    :func:`restore_consumer_config` (the reader relies on ``auto.offset.reset=error``). It must
-    not be subscribed to topics: the reader assigns partitions itself (``incremental_assign``).
+    :func:`~streamstate.clients.config.restore_consumer_config` (the reader relies on
+    ``auto.offset.reset=error``). It must not be subscribed to topics: the reader assigns
+    partitions itself (``incremental_assign``).
 
     Register a :class:`StateRestorer` per changelog partition, then call :meth:`restore` until
     it returns every registered partition. Each call:
@@ -440,11 +361,9 @@ class StoreChangelogReader:
         try:
             low, end = self._watermarks(tp)
         except KafkaException as exc:
-            error = _kafka_error(exc)
-            text = _error_text(exc)
-            if error is not None and (
-                error.retriable() or error.code() in _RETRIABLE_REQUEST_CODES
-            ):
+            error = kafka_error(exc)
+            text = error_text(exc)
+            if error is not None and classify(error) is ErrorKind.RETRIABLE:
                 changelog.problem = f"its end offset could not be read ({text})"
                 _log.debug(
                     "Could not read the end offset of changelog topic %r partition %d (%s); "
@@ -556,7 +475,7 @@ class StoreChangelogReader:
         except KafkaException as exc:
             raise ProcessorStateError(
                 f"the restore consumer could not be assigned the changelog partition: "
-                f"{_error_text(exc)}",
+                f"{error_text(exc)}",
                 topic=tp.topic,
                 partition=tp.partition,
                 store_name=changelog.restorer.store_name,
@@ -573,7 +492,7 @@ class StoreChangelogReader:
         except KafkaException as exc:
             raise ProcessorStateError(
                 "the restore consumer could not unassign changelog partitions "
-                f"{', '.join(_tp_str(c.tp) for c in changelogs)}: {_error_text(exc)}"
+                f"{', '.join(_tp_str(c.tp) for c in changelogs)}: {error_text(exc)}"
             ) from exc
         finally:
             for changelog in changelogs:
@@ -585,33 +504,16 @@ class StoreChangelogReader:
             messages = self._consumer.consume(num_messages=num_messages, timeout=self._poll_s)
         except KafkaException as exc:
             raise ProcessorStateError(
-                f"the restore consumer failed polling records: {_error_text(exc)}"
+                f"the restore consumer failed polling records: {error_text(exc)}"
             ) from exc
 
-        records: dict[tuple[str, int], list[Message[Any, Any]]] = {}
-        eof_positions: dict[tuple[str, int], int] = {}
-        invalid: dict[tuple[str, int], tuple[int, str]] = {}
-        # Messages of one partition arrive in runs: look the run's list up once per run.
-        run_partition: int | None = None
-        run_topic: str | None = None
-        run: list[Message[Any, Any]] = []
-        for message in messages:
-            error = message.error()
-            partition = message.partition()
-            if error is None and partition == run_partition and message.topic() == run_topic:
-                run.append(message)
-                continue
-            topic = message.topic()
-            key = (topic, partition) if topic is not None and partition is not None else None
-            if error is not None:
-                self._handle_event(error, key, message.offset(), eof_positions, invalid)
-                continue
-            if key is not None:
-                run_topic, run_partition = key
-                run = records.setdefault(key, [])
-                run.append(message)
+        polled = split_poll(messages)
+        # An error event fails the call before anything of this poll is applied.
+        for event in polled.events:
+            self._handle_event(event)
+        invalid = polled.invalid_offsets
 
-        for key, batch in records.items():
+        for key, batch in polled.runs.items():
             changelog = self._changelogs.get(key)
             if changelog is None or changelog.phase is not _Phase.RESTORING or key in invalid:
                 continue
@@ -642,7 +544,7 @@ class StoreChangelogReader:
                 )
                 self._notify(changelog, "batch restored", "on_batch_restored", last, num)
 
-        for key, offset in eof_positions.items():
+        for key, offset in polled.end_positions.items():
             changelog = self._changelogs.get(key)
             if changelog is not None and changelog.phase is _Phase.RESTORING:
                 changelog.advance(offset)
@@ -652,37 +554,25 @@ class StoreChangelogReader:
             if changelog is not None and changelog.phase is _Phase.RESTORING:
                 self._restart_from_beginning(changelog, offset, reason)
 
-    def _handle_event(
-        self,
-        error: KafkaError,
-        key: tuple[str, int] | None,
-        offset: int | None,
-        eof_positions: dict[tuple[str, int], int],
-        invalid: dict[tuple[str, int], tuple[int, str]],
-    ) -> None:
-        code = error.code()
+    def _handle_event(self, event: PollEvent) -> None:
+        """An error event other than an end of partition or an invalid offset (those are read
+        from the poll result)."""
+        key = event.key
         changelog = self._changelogs.get(key) if key is not None else None
-        if code == KafkaError._PARTITION_EOF:
-            if key is not None and offset is not None and offset >= 0:
-                eof_positions[key] = max(eof_positions.get(key, -1), offset)
-            return
-        if code in _INVALID_OFFSET_CODES and key is not None:
-            if changelog is not None:
-                invalid[key] = (offset if offset is not None else -1, error.str())
-            return
         if changelog is not None and changelog.phase is _Phase.RESTORING:
+            offset = event.offset
             raise ProcessorStateError(
-                f"the restore consumer failed reading the changelog: {error.str()}",
+                f"the restore consumer failed reading the changelog: {event.error.str()}",
                 topic=changelog.tp.topic,
                 partition=changelog.tp.partition,
                 offset=offset if offset is not None and offset >= 0 else None,
                 store_name=changelog.restorer.store_name,
             )
-        if key is None and error.fatal():
-            raise ProcessorStateError(f"the restore consumer failed: {error.str()}")
+        if key is None and event.kind is ErrorKind.FATAL:
+            raise ProcessorStateError(f"the restore consumer failed: {event.error.str()}")
         # A client-wide, recoverable event (a broker connection dropped, say): librdkafka
         # retries by itself, and the stall timeout catches an outage that does not end.
-        _log.debug("Restore consumer reported %s (ignored)", error.str())
+        _log.debug("Restore consumer reported %s (ignored)", event.error.str())
 
     def _restart_from_beginning(self, changelog: _Changelog, offset: int, reason: str) -> None:
         tp = changelog.tp
@@ -704,7 +594,7 @@ class StoreChangelogReader:
                 "Could not read the log start offset of changelog topic %r partition %d (%s)",
                 tp.topic,
                 tp.partition,
-                _error_text(exc),
+                error_text(exc),
             )
             low = 0
         self._start(changelog, OFFSET_BEGINNING, low)
@@ -718,7 +608,7 @@ class StoreChangelogReader:
         except KafkaException as exc:
             raise ProcessorStateError(
                 "the restore consumer could not report its position for changelog partitions "
-                f"{', '.join(_tp_str(tp) for tp in query)}: {_error_text(exc)}"
+                f"{', '.join(_tp_str(tp) for tp in query)}: {error_text(exc)}"
             ) from exc
         invalid: list[tuple[_Changelog, int, str]] = []
         for reported in positions:
@@ -726,7 +616,7 @@ class StoreChangelogReader:
             if changelog is None or changelog.phase is not _Phase.RESTORING:
                 continue
             if reported.error is not None:
-                if reported.error.code() in _INVALID_OFFSET_CODES:
+                if classify(reported.error) is ErrorKind.INVALID_OFFSET:
                     invalid.append((changelog, changelog.position, reported.error.str()))
                 else:
                     _log.debug(
@@ -758,7 +648,7 @@ class StoreChangelogReader:
                 "Could not pause changelog topic %r partition %d: %s",
                 tp.topic,
                 tp.partition,
-                _error_text(exc),
+                error_text(exc),
             )
         _log.info(
             "Finished restoring changelog topic %r partition %d to store %r with a total number "

@@ -32,9 +32,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from streamstate.clients.config import admin_config, restore_consumer_config
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
-from streamstate.state.changelog_reader import StoreChangelogReader, restore_consumer_config
+from streamstate.state.changelog_reader import StoreChangelogReader
 from streamstate.state.checkpoint import OffsetCheckpoint
 from streamstate.state.restorer import StateRestoreListener, StateRestorer
 from streamstate.state.stores import PersistentKeyValueStore, holds_data, wipe_store
@@ -89,7 +90,7 @@ def store_directory(state_dir: str | Path, store_name: str, partition: int) -> P
 def topic_partitions(bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> list[int]:
     """The partition numbers of ``topic``, from the cluster's metadata; raises
     :class:`~streamstate.errors.StreamsError` naming the topic when it does not exist."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap_servers, log_level=0))
     try:
         metadata = admin.list_topics(topic=topic, timeout=timeout_s)
     except KafkaException as exc:
@@ -252,7 +253,7 @@ def restore_topic(
     topic. ``eos`` reads with ``isolation.level=read_committed`` (records of aborted
     transactions are skipped, and the end is the last stable offset). ``restore_listener``
     receives the reader's callbacks; ``consumer_config`` overrides restore consumer settings
-    (:func:`~streamstate.changelog.restore_consumer_config`). A checkpoint is written every
+    (:func:`~streamstate.clients.config.restore_consumer_config`). A checkpoint is written every
     ``checkpoint_interval_s`` seconds while restoring and at the end, so an interrupted run
     resumes close to where it stopped. A partition without progress for ``stall_timeout_s``
     raises :class:`~streamstate.errors.ProcessorStateError` naming it.
