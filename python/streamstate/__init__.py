@@ -34,14 +34,13 @@ from streamstate.records import (
     TimestampType,
     TopicPartition,
 )
-from streamstate.state import (
+from streamstate.state.changelog_reader import StoreChangelogReader
+from streamstate.state.checkpoint import OffsetCheckpoint
+from streamstate.state.restorer import StateRestoreListener, StateRestorer
+from streamstate.state.stores import (
     InMemoryKeyValueStore,
-    OffsetCheckpoint,
     PersistentKeyValueStore,
     RestoredBatch,
-    StateRestoreListener,
-    StateRestorer,
-    StoreChangelogReader,
     process_next,
 )
 
