@@ -1,4 +1,5 @@
-# streamstate's one task file: the README, CI (.ci/run) and developers all call these targets.
+# streamstate's one task file: the README, CI (.ci/run), pre-commit (.pre-commit-config.yaml) and
+# developers all call these targets.
 # `make help` lists them. Everything installs into ./.venv; downloads (Kafka and Spark connector
 # jars, Rust build output) are cached under $(CACHE) so a second run is fast.
 

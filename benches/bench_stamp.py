@@ -22,6 +22,9 @@ import pytest
 from benches._common import size
 
 from streamstate import _core
+from streamstate.serde import JsonDeserializer, LongDeserializer
+from streamstate.spark import kafka_source_schema, local_session, stamp
+from streamstate.timestamps import JsonFieldTimestampExtractor
 
 N = size(1_000_000)
 SPARK_N = size(1_000_000)
@@ -175,15 +178,11 @@ def test_rust_and_python_agree() -> None:
 
 @pytest.fixture(scope="module")
 def spark_session(request: pytest.FixtureRequest) -> Iterator[Any]:
-    from streamstate.spark import local_session
-
     session = local_session(app_name="streamstate-bench-stamp")
     yield session
 
 
 def spark_frame(spark: Any, n: int, partitions: int) -> Any:
-    from streamstate.spark import kafka_source_schema
-
     rows = make_rows(n, partitions)
     table = pa.table(
         {
@@ -205,10 +204,6 @@ def spark_frame(spark: Any, n: int, partitions: int) -> Any:
 
 def spark_stamp(df: Any, strategy: str) -> int:
     from pyspark.sql import functions as F
-
-    from streamstate.serde import JsonDeserializer, LongDeserializer
-    from streamstate.spark import stamp
-    from streamstate.timestamps import JsonFieldTimestampExtractor
 
     out = stamp(
         df,
@@ -271,10 +266,6 @@ def bench_spark_from_json(benchmark: Any, request: pytest.FixtureRequest) -> Non
 def test_spark_stamp_agrees_with_from_json(request: pytest.FixtureRequest) -> None:
     """The Spark pair computes the same values (checked on a few hundred rows)."""
     from pyspark.sql import functions as F
-
-    from streamstate.serde import JsonDeserializer, LongDeserializer
-    from streamstate.spark import stamp
-    from streamstate.timestamps import JsonFieldTimestampExtractor
 
     spark = request.getfixturevalue("spark_session")
     df = spark_frame(spark, 300, 2)

@@ -10,6 +10,7 @@ import pytest
 
 from streamstate import _core
 from streamstate.kafka_local import KafkaTestCluster
+from streamstate.spark import local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,8 +38,6 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A real local Spark session (``local[2]``) with Spark's Kafka connector."""
-    from streamstate.spark import local_session
-
     session = local_session(app_name="streamstate-benches")
     try:
         yield session

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import resource
 import struct
 import sys
 
@@ -22,8 +23,6 @@ from streamstate.serde import LongDeserializer
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         pages = int(f.read().split()[1])
-    import resource
-
     return pages * resource.getpagesize()
 
 

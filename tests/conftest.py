@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from streamstate.kafka_local import KafkaTestCluster
+from streamstate.spark import local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,8 +63,6 @@ def _close_test_consumers(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A real local Spark session (``local[2]``) with Spark's Kafka connector."""
-    from streamstate.spark import local_session
-
     session = local_session(app_name="streamstate-tests")
     try:
         yield session

@@ -14,10 +14,10 @@ from __future__ import annotations
 import sys
 import uuid
 
+from quixstreams import Application
+
 
 def main() -> int:
-    from quixstreams import Application
-
     bootstrap, topic_name, sink_name, n, state_dir = sys.argv[1:6]
     app = Application(
         broker_address=bootstrap,

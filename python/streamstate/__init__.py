@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from streamstate._core import __version__
 from streamstate.app import ProcessorContext, State, StreamsApp, Topology
-from streamstate.changelog import StateRestoreListener, StateRestorer, StoreChangelogReader
-from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import (
     CorruptCheckpointError,
     DeserializationError,
@@ -36,7 +34,10 @@ from streamstate.records import (
     TimestampType,
     TopicPartition,
 )
-from streamstate.stores import (
+from streamstate.state.changelog_reader import StoreChangelogReader
+from streamstate.state.checkpoint import OffsetCheckpoint
+from streamstate.state.restorer import StateRestoreListener, StateRestorer
+from streamstate.state.stores import (
     InMemoryKeyValueStore,
     PersistentKeyValueStore,
     RestoredBatch,

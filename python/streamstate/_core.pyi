@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any, final
 
 import pyarrow as pa
+from confluent_kafka import KafkaError, Message
 
 __all__ = [
     "ConsumerRecord",
@@ -27,6 +28,7 @@ __all__ = [
     "decode_column",
     "decode_kafka_batch",
     "process_next",
+    "split_by_partition",
 ]
 __version__: str
 
@@ -47,6 +49,21 @@ def decode_kafka_batch(batch: Any, key: str, value: str) -> pa.RecordBatch:
     Returns a batch with ``topic``, ``partition``, ``offset``, ``timestamp`` (epoch ms),
     ``key`` and ``value``; a malformed record raises ``DeserializationError`` naming its topic,
     partition and offset.
+    """
+
+def split_by_partition(
+    messages: Iterable[Message[Any, Any]],
+) -> tuple[
+    dict[tuple[str, int], list[Message[Any, Any]]],
+    list[tuple[KafkaError, str | None, int | None, int | None]],
+]:
+    """Splits what one ``Consumer.consume()`` call returned, reading each message once.
+
+    Returns ``({(topic, partition): [message, ...]}, [(error, topic, partition, offset), ...])``:
+    each partition's records in poll order (partitions in the order they first appear; a record
+    without a topic or partition is left out), and the messages carrying an error, in poll
+    order, with their topic, partition and offset. Nothing is classified here
+    (``streamstate.clients.poll`` does that).
     """
 
 def _panic_for_test(message: str) -> None:

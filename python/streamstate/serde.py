@@ -14,7 +14,7 @@ import codecs
 import json
 from typing import Any
 
-from streamstate import _core
+from streamstate._core import NativeDeserializer, NativeSerializer
 from streamstate._native import NativeBacked
 from streamstate.errors import DeserializationError
 
@@ -50,7 +50,7 @@ class Deserializer(NativeBacked):
     _spec: tuple[Any, ...] = ("bytes",)
 
     def __init__(self) -> None:
-        self._native = _core.NativeDeserializer(self._spec)
+        self._native = NativeDeserializer(self._spec)
 
     def deserialize(self, topic: str | None, data: bytes | None) -> Any:
         """Turns Kafka bytes into a Python object; ``None`` stays ``None``."""
@@ -63,7 +63,7 @@ class Serializer(NativeBacked):
     _spec: tuple[Any, ...] = ("bytes",)
 
     def __init__(self) -> None:
-        self._native = _core.NativeSerializer(self._spec)
+        self._native = NativeSerializer(self._spec)
 
     def serialize(self, topic: str | None, obj: Any) -> bytes | None:
         """Turns a Python object into Kafka bytes; ``None`` stays ``None``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from streamstate import _core
+from streamstate._core import NativeExtractor
 from streamstate._native import NativeBacked
 
 _log = logging.getLogger("streamstate.timestamps")
@@ -35,7 +35,7 @@ class TimestampExtractor(NativeBacked):
     _spec: tuple[Any, ...] = ("record", "fail")
 
     def __init__(self) -> None:
-        self._native = _core.NativeExtractor(self._spec)
+        self._native = NativeExtractor(self._spec)
 
     def extract(self, record: Any, partition_time: int) -> int:
         """The timestamp (epoch ms) of ``record``; negative means "drop it"."""

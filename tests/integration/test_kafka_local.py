@@ -13,13 +13,13 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from streamstate import kafka_local
 from streamstate.kafka_local import (
     KafkaTestCluster,
     LocalKafka,
     LocalKafkaError,
     main,
 )
+from streamstate.testing import broker as kafka_local
 
 
 def _consume_all(kafka: KafkaTestCluster, topic: str, count: int) -> list[Any]:

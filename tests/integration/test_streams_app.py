@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from streamstate import (
     InvalidStateStorePartitionError,
@@ -24,6 +26,8 @@ from streamstate import (
     UnknownStateStoreError,
 )
 from streamstate.app import State, StreamsApp, Topology
+from streamstate.app.coordinator import ConsumerCoordinator, MemberState
+from streamstate.app.task import decode_partition_time
 from streamstate.kafka_local import KafkaTestCluster
 
 TIMEOUT = 90.0
@@ -362,11 +366,6 @@ def test_a_global_store_whose_checkpoint_fell_out_of_the_log_is_rebuilt_on_start
 def test_commits_carry_the_partition_time_and_a_new_instance_restores_it(
     kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
 ) -> None:
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-    from streamstate.app.task import decode_partition_time
-
     source = kafka.create_topic(partitions=2)
     kafka.produce(
         source, [(b"a", b"1", 5_000), (b"b", b"2", 9_000), (b"c", b"3", 7_000)], partition=1
@@ -397,10 +396,6 @@ def test_commits_carry_the_partition_time_and_a_new_instance_restores_it(
 
 
 def test_the_coordinator_follows_join_rejoin_and_leave(kafka: KafkaTestCluster) -> None:
-    from confluent_kafka import Consumer
-
-    from streamstate.app.coordinator import ConsumerCoordinator, MemberState
-
     topic = kafka.create_topic(partitions=2)
     consumer = Consumer(
         {

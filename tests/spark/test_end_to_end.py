@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from streamstate.demo import run_end_to_end
+from streamstate.cli.demo import run_end_to_end
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.spark import decode_kafka_columns
 

@@ -18,7 +18,7 @@ import pytest
 from streamstate import RecordQueue
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import BytesDeserializer, JsonDeserializer, LongDeserializer
-from streamstate.spark import stamp
+from streamstate.spark import kafka_source_schema, stamp
 from streamstate.timestamps import (
     JsonFieldTimestampExtractor,
     UsePartitionTimeOnInvalidTimestamp,
@@ -107,8 +107,6 @@ def test_stamp_over_the_kafka_source_matches_record_queue(
 
 
 def _kafka_frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
-    from streamstate.spark import kafka_source_schema
-
     return spark.createDataFrame(rows, kafka_source_schema())
 
 

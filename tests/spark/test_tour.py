@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from streamstate.cli.tour import TourResult, run_tour
 from streamstate.kafka_local import KafkaTestCluster
-from streamstate.tour import TourResult, run_tour
 
 
 def test_the_tour_restores_exact_counts_in_the_app_and_on_spark(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamstate.kafka_local import _first_error
+from streamstate.testing.broker import _first_error
 
 LOG = """[2026-11-22 02:34:30,793] INFO [SocketServer] Enabling request processing.
 [2026-11-22 02:34:30,810] ERROR Unable to start acceptor for CONTROLLER (kafka.network.X)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+
+from streamstate import TopicPartition
+from streamstate.cli.restore import ProgressBar
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -56,11 +60,6 @@ def test_bad_partitions_are_a_usage_error() -> None:
 
 
 def test_the_progress_bar_shows_totals_rate_and_eta() -> None:
-    import io
-
-    from streamstate import TopicPartition
-    from streamstate.cli_restore import ProgressBar
-
     out = io.StringIO()
     bar = ProgressBar(out, width=10)
     bar.on_restore_start(TopicPartition("t", 0), "s", 100, 300)

@@ -8,7 +8,7 @@ import struct
 import pyarrow as pa
 import pytest
 
-from streamstate import _core
+from streamstate import DeserializationError, _core
 
 LAYOUTS = [pa.binary(), pa.large_binary(), pa.binary_view()]
 
@@ -50,8 +50,6 @@ def test_kafka_number_formats(name: str, fmt: str, value: float) -> None:
 
 
 def test_wrong_length_is_a_deserialization_error() -> None:
-    from streamstate import DeserializationError
-
     with pytest.raises(DeserializationError, match="row 0"):
         _core.decode_column(pa.array([b"\x00\x01"], pa.binary()), "integer")
 

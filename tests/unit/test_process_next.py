@@ -28,6 +28,7 @@ from streamstate import (
     ProcessorStateError,
     RestoredBatch,
     process_next,
+    stores,
 )
 
 TOPIC = "app-store-changelog"
@@ -236,8 +237,6 @@ def test_the_store_must_be_one_of_ours() -> None:
 
 
 def test_process_next_is_importable_from_the_stores_module() -> None:
-    from streamstate import stores
-
     assert stores.process_next is process_next
     assert stores.RestoredBatch is RestoredBatch
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import pickle
 import struct
 
 import pyarrow as pa
@@ -27,13 +28,16 @@ from streamstate import (
     TimestampType,
 )
 from streamstate.serde import (
+    AvroDeserializer,
     BytesDeserializer,
     IntegerDeserializer,
     LongDeserializer,
     StringDeserializer,
 )
+from streamstate.serde import StringDeserializer as StringDe
 from streamstate.timestamps import (
     FailOnInvalidTimestamp,
+    JsonFieldTimestampExtractor,
     LogAndSkipOnInvalidTimestamp,
     UsePartitionTimeOnInvalidTimestamp,
 )
@@ -543,8 +547,6 @@ def test_empty_inputs() -> None:
 
 
 def test_a_non_utf8_string_deserializer_decodes_in_its_own_encoding() -> None:
-    from streamstate.serde import StringDeserializer as StringDe
-
     q = RecordQueue("t", 0, value_deserializer=StringDe("latin-1"))
     q.add_raw_records([ConsumerRecord("t", 0, 0, 5, None, b"caf\xe9")])
     rec = q.poll()
@@ -552,12 +554,6 @@ def test_a_non_utf8_string_deserializer_decodes_in_its_own_encoding() -> None:
 
 
 def test_builtin_components_pickle_and_show_their_arguments() -> None:
-    import pickle
-
-    from streamstate.serde import AvroDeserializer
-    from streamstate.serde import StringDeserializer as StringDe
-    from streamstate.timestamps import JsonFieldTimestampExtractor
-
     extractor = pickle.loads(pickle.dumps(JsonFieldTimestampExtractor("a.b", unit="s")))
     assert repr(extractor) == (
         "JsonFieldTimestampExtractor(field='a.b', unit='s', on_invalid='fail')"

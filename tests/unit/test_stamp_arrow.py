@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streamstate import _core
+from streamstate import ConsumerRecord, RecordQueue, _core
 from streamstate.errors import DeserializationError, InvalidTimestampError
 from streamstate.serde import JsonDeserializer, LongDeserializer
 from streamstate.timestamps import (
@@ -223,8 +223,6 @@ def test_two_partitions_interleaved_and_out_of_order() -> None:
 
 def test_matches_record_queue() -> None:
     """Same records, same answers as ``streamstate.RecordQueue``."""
-    from streamstate import ConsumerRecord, RecordQueue
-
     docs: list[bytes | None] = [
         b'{"meta": {"ts": 50}}',
         b'{"meta": {"ts": 20}}',

@@ -2,8 +2,7 @@
 
 Modules: ``state`` (the client state machine), ``config`` (Kafka Streams' config names),
 ``topology`` (what the app reads, keeps and writes), ``context`` (what a processor sees),
-``task`` (one partition's processing and commits), ``polling`` (one poll, split by partition),
-``coordinator`` (the member's view of the
+``task`` (one partition's processing and commits), ``coordinator`` (the member's view of the
 group), ``stream_thread`` (the poll loop and rebalance callbacks), ``global_thread`` (global
 stores, KIP-406), ``queries`` (interactive queries, KIP-216), ``streams_app`` (the client).
 """

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamstate.clients.config import PREFIXES
 from streamstate.timestamps import FailOnInvalidTimestamp
 
 __all__ = ["StreamsConfig"]
@@ -29,7 +30,6 @@ _KNOWN = {
     "session.timeout.ms",
     "client.id",
 }
-_PREFIXES = ("consumer.", "producer.", "restore.consumer.", "global.consumer.")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class StreamsConfig:
         """Reads Kafka Streams' names; ``consumer.*``, ``producer.*``, ``restore.consumer.*``
         and ``global.consumer.*`` pass settings to those clients. Unknown names raise
         ``ValueError`` (a typo would otherwise be silently ignored)."""
-        unknown = [k for k in config if k not in _KNOWN and not k.startswith(_PREFIXES)]
+        unknown = [k for k in config if k not in _KNOWN and not k.startswith(PREFIXES)]
         if unknown:
             raise ValueError(f"unknown config names {sorted(unknown)}")
         for required in ("application.id", "bootstrap.servers"):
@@ -78,9 +78,9 @@ class StreamsConfig:
                 "processing.guarantee=exactly_once_v2 is not implemented yet: streamstate "
                 "processes at-least-once (docs/runtime.md)"
             )
-        overrides: dict[str, dict[str, Any]] = {p: {} for p in _PREFIXES}
+        overrides: dict[str, dict[str, Any]] = {p: {} for p in PREFIXES}
         for key, value in config.items():
-            for prefix in sorted(_PREFIXES, key=len, reverse=True):
+            for prefix in sorted(PREFIXES, key=len, reverse=True):
                 if key.startswith(prefix):
                     overrides[prefix][key[len(prefix) :]] = value
                     break

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from streamstate.errors import ProcessorStateError, StreamsError
 
 if TYPE_CHECKING:
-    from streamstate.stores import InMemoryKeyValueStore, PersistentKeyValueStore
+    from streamstate.state.stores import InMemoryKeyValueStore, PersistentKeyValueStore
 
 __all__ = ["ChangeLoggingKeyValueStore", "ProcessorContext", "ReadOnlyStoreView"]
 

@@ -1,4 +1,4 @@
-"""The member's view of its consumer group (seed 003, Kafka's ``AbstractCoordinator``).
+"""The member's view of its consumer group (Kafka's ``AbstractCoordinator``).
 
 librdkafka runs the group protocol (find coordinator, join, sync, heartbeat) in its own threads;
 this class follows it through the rebalance callbacks confluent-kafka delivers in ``poll``:

@@ -22,28 +22,22 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaException
 
 from streamstate.app.config import StreamsConfig
-from streamstate.app.polling import split_poll
 from streamstate.app.topology import GlobalStoreSpec
-from streamstate.changelog import (
-    StateRestoreListener,
-    StateRestorer,
-    StoreChangelogReader,
-    holds_data,
-    restore_consumer_config,
-    wipe_store,
-)
-from streamstate.checkpoint import OffsetCheckpoint
+from streamstate.clients.config import global_consumer_config
+from streamstate.clients.poll import split_poll
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
-from streamstate.stores import PersistentKeyValueStore, process_next
+from streamstate.state.changelog_reader import StoreChangelogReader
+from streamstate.state.checkpoint import OffsetCheckpoint
+from streamstate.state.restorer import StateRestoreListener, StateRestorer
+from streamstate.state.stores import PersistentKeyValueStore, holds_data, process_next, wipe_store
 
 __all__ = ["GlobalStreamThread"]
 
 _log = logging.getLogger("streamstate.app")
-_INVALID_OFFSET = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 _NO_END = (1 << 63) - 1
 
 
@@ -78,9 +72,13 @@ class GlobalStreamThread(threading.Thread):
         self._partitions: dict[str, list[TopicPartition]] = {}
         self._restoring = True
         self.bootstrapped = threading.Event()
-        overrides = dict(config.overrides.get("global.consumer.", {}))
-        overrides.setdefault("client.id", f"{self.name}-consumer")
-        self._consumer = Consumer(restore_consumer_config(config.bootstrap_servers, **overrides))
+        self._consumer = Consumer(
+            global_consumer_config(
+                config.bootstrap_servers,
+                client_id=f"{self.name}-consumer",
+                overrides=config.overrides,
+            )
+        )
 
     @property
     def restoring(self) -> bool:
@@ -202,23 +200,17 @@ class GlobalStreamThread(threading.Thread):
 
     def _poll_once(self) -> None:
         messages = self._consumer.consume(5000, self._config.poll_ms / 1000.0)
-        runs, events = split_poll(messages, "global consumer")
-        invalid: dict[tuple[str, int], tuple[int, str]] = {}
-        for event in events:
-            error, topic, partition = event.error(), event.topic(), event.partition()
-            if error is None or topic is None or partition is None:
-                continue
-            if error.code() in _INVALID_OFFSET:
-                offset = event.offset()
-                invalid[(topic, partition)] = (offset if offset is not None else -1, error.str())
-            else:
-                _log.debug("global consumer reported %s", error.str())
-        for (topic, partition), run in runs.items():
+        polled = split_poll(messages)
+        polled.raise_if_fatal("global consumer")
+        for event in polled.events:
+            if event.key is not None:
+                _log.debug("global consumer reported %s", event.error.str())
+        for (topic, partition), run in polled.runs.items():
             name = self._store_of(topic)
             done = process_next(self.stores[name], run, _NO_END)
             if done.last_restored_offset >= 0:
                 self._offsets[TopicPartition(topic, partition)] = done.last_restored_offset
-        for (topic, partition), (offset, reason) in invalid.items():
+        for (topic, partition), (offset, reason) in polled.invalid_offsets.items():
             self._rebuild(topic, partition, offset, reason)
 
     def _store_of(self, topic: str) -> str:

@@ -23,17 +23,18 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
-from streamstate.app.polling import split_poll
 from streamstate.app.task import StreamTask, decode_partition_time
 from streamstate.app.topology import Topology
-from streamstate.changelog import (
-    StateRestoreListener,
-    StateRestorer,
-    StoreChangelogReader,
-    restore_consumer_config,
+from streamstate.clients.config import (
+    main_consumer_config,
+    producer_config,
+    thread_restore_consumer_config,
 )
+from streamstate.clients.poll import split_poll
 from streamstate.errors import StreamsError
 from streamstate.records import TopicPartition
+from streamstate.state.changelog_reader import StoreChangelogReader
+from streamstate.state.restorer import StateRestoreListener, StateRestorer
 
 __all__ = ["StreamThread", "ThreadState"]
 
@@ -82,34 +83,31 @@ class StreamThread(threading.Thread):
         self._state = ThreadState.CREATED
         self._lock = threading.RLock()
         self.tasks: dict[int, StreamTask] = {}
-        consumer_config: dict[str, Any] = {
-            "bootstrap.servers": config.bootstrap_servers,
-            "group.id": config.application_id,
-            "client.id": f"{name}-consumer",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": config.partition_assignment_strategy,
-            "session.timeout.ms": config.session_timeout_ms,
-            "isolation.level": "read_uncommitted",
-        }
+        instance_id = None
         if config.group_instance_id:
+            # One static member per thread, as Kafka Streams names them.
             suffix = f"-{index + 1}" if config.num_stream_threads > 1 else ""
-            consumer_config["group.instance.id"] = f"{config.group_instance_id}{suffix}"
-        consumer_config.update(config.overrides.get("consumer.", {}))
-        self.consumer = Consumer(consumer_config)
-        producer_config: dict[str, Any] = {
-            "bootstrap.servers": config.bootstrap_servers,
-            "client.id": f"{name}-producer",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-        }
-        producer_config.update(config.overrides.get("producer.", {}))
-        self.producer = Producer(producer_config)
-        restore_overrides: dict[str, Any] = {"client.id": f"{name}-restore-consumer"}
-        restore_overrides.update(config.overrides.get("restore.consumer.", {}))
-        restore_config = restore_consumer_config(config.bootstrap_servers, **restore_overrides)
-        self.restore_consumer = Consumer(restore_config)
+            instance_id = f"{config.group_instance_id}{suffix}"
+        servers, overrides = config.bootstrap_servers, config.overrides
+        self.consumer = Consumer(
+            main_consumer_config(
+                servers,
+                group_id=config.application_id,
+                client_id=f"{name}-consumer",
+                partition_assignment_strategy=config.partition_assignment_strategy,
+                session_timeout_ms=config.session_timeout_ms,
+                group_instance_id=instance_id,
+                overrides=overrides,
+            )
+        )
+        self.producer = Producer(
+            producer_config(servers, client_id=f"{name}-producer", overrides=overrides)
+        )
+        self.restore_consumer = Consumer(
+            thread_restore_consumer_config(
+                servers, client_id=f"{name}-restore-consumer", overrides=overrides
+            )
+        )
         self.reader = StoreChangelogReader(
             self.restore_consumer, poll_ms=10, restore_listener=restore_listener
         )
@@ -183,11 +181,13 @@ class StreamThread(threading.Thread):
         busy = any(not t.restoring and t.group.num_buffered() for t in self.tasks.values())
         timeout = 0.0 if busy else self._config.poll_ms / 1000.0
         messages = self.consumer.consume(_POLL_RECORDS, timeout)
-        runs, events = split_poll(messages, "consumer")
-        for event in events:
-            error = event.error()
-            _log.warning("stream-thread [%s] consumer error: %s", self.name, error and error.str())
-        for (topic, partition), run in runs.items():
+        polled = split_poll(messages)
+        polled.raise_if_fatal("consumer")
+        for _, reason in polled.invalid_offsets.values():
+            _log.warning("stream-thread [%s] consumer error: %s", self.name, reason)
+        for event in polled.events:
+            _log.warning("stream-thread [%s] consumer error: %s", self.name, event.error.str())
+        for (topic, partition), run in polled.runs.items():
             task = self.tasks.get(partition)
             if task is not None:
                 task.add_records(TopicPartition(topic, partition), run)

@@ -17,8 +17,9 @@ from streamstate.app.queries import ReadOnlyKeyValueStore
 from streamstate.app.state import State, StateListener, StateMachine
 from streamstate.app.stream_thread import StreamThread, ThreadState
 from streamstate.app.topology import Topology
-from streamstate.changelog import StateRestoreListener
+from streamstate.clients.config import admin_config
 from streamstate.errors import StreamsError
+from streamstate.state.restorer import StateRestoreListener
 
 __all__ = ["StreamsApp"]
 
@@ -141,7 +142,7 @@ class StreamsApp:
             thread.start()
 
     def _prepare_topics(self) -> None:
-        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
+        admin = AdminClient(admin_config(self.config.bootstrap_servers))
         metadata = admin.list_topics(timeout=30)
         partitions = 0
         for topic in self.topology.source_topics:

@@ -25,13 +25,17 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
 from streamstate.app.topology import Topology
-from streamstate.changelog import holds_data, wipe_store
-from streamstate.checkpoint import OffsetCheckpoint
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import NOT_KNOWN, TopicPartition
 from streamstate.serde import BytesDeserializer
-from streamstate.stores import InMemoryKeyValueStore, PersistentKeyValueStore
+from streamstate.state.checkpoint import OffsetCheckpoint
+from streamstate.state.stores import (
+    InMemoryKeyValueStore,
+    PersistentKeyValueStore,
+    holds_data,
+    wipe_store,
+)
 
 __all__ = ["StreamTask", "decode_partition_time", "encode_partition_time"]
 
@@ -118,8 +122,9 @@ class StreamTask:
                 declared[name] = ReadOnlyStoreView(global_stores[name])
         self._changelog_by_topic = {tp.topic: tp for tp in self.changelogs.values()}
         self.context = ProcessorContext(task_id, declared, frozenset(node.sinks), producer)
-        # Offsets consumed (next offset to read) since the task started, per source partition.
-        self.consumed: dict[TopicPartition, int] = {}
+        # Offsets consumed (next offset to read) since the last commit, per source partition's
+        # queue (what next_record hands back with each record).
+        self.consumed: dict[RecordQueue, int] = {}
         self._idle_since: float | None = None
         self.restoring = False
 
@@ -186,7 +191,7 @@ class StreamTask:
             picked = self.group.next_record()
             if picked is None:
                 break
-            record, _queue = picked
+            record, queue = picked
             ctx.topic, ctx.partition = record.topic, record.partition
             ctx.offset, ctx.timestamp = record.offset, record.timestamp
             try:
@@ -200,7 +205,7 @@ class StreamTask:
                     partition=record.partition,
                     offset=record.offset,
                 ) from exc
-            self.consumed[TopicPartition(record.topic, record.partition)] = record.offset + 1
+            self.consumed[queue] = record.offset + 1
             done += 1
         if self._send_error is not None:
             raise StreamsError(f"task {self.task_id}: {self._send_error}")
@@ -236,9 +241,10 @@ class StreamTask:
         if persistent:
             self.checkpoint_file.write(persistent)
         offsets = []
-        for tp, offset in self.consumed.items():
-            metadata = encode_partition_time(self.group.partition_time(tp))
-            offsets.append(KafkaTopicPartition(tp.topic, tp.partition, offset, metadata=metadata))
+        for queue, offset in self.consumed.items():
+            metadata = encode_partition_time(queue.partition_time)
+            tp = KafkaTopicPartition(queue.topic, queue.partition, offset, metadata=metadata)
+            offsets.append(tp)
         return offsets
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from streamstate import _core
+from streamstate._core import decode_kafka_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -76,6 +76,6 @@ def decode_kafka_columns(df: DataFrame, *, key: str = "bytes", value: str = "byt
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield _core.decode_kafka_batch(batch, key, value)
+            yield decode_kafka_batch(batch, key, value)
 
     return columns.mapInArrow(decode, schema)

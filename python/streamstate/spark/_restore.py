@@ -79,7 +79,7 @@ def restore_changelogs(
     ``end_offset``, ``restored``, ``seconds``), in partition order. A task's failure fails the
     job with the task's error (a ``ProcessorStateError`` naming the partition, for instance).
     """
-    from streamstate.topic_restore import select_partitions
+    from streamstate.state.topic_restore import select_partitions
 
     if feed not in _FEEDS:
         raise ValueError(f"feed must be one of {_FEEDS}, not {feed!r}")
@@ -92,7 +92,7 @@ def restore_changelogs(
 
 def _by_consumer(spark: SparkSession, job: _Job, wanted: list[int]) -> list[dict[str, Any]]:
     def restore(assigned: Iterable[int]) -> Iterator[dict[str, Any]]:
-        from streamstate.topic_restore import restore_topic
+        from streamstate.state.topic_restore import restore_topic
 
         for partition in assigned:
             for result in restore_topic(
@@ -136,10 +136,10 @@ def _by_kafka_source(spark: SparkSession, job: _Job, wanted: list[int]) -> list[
     )
 
     def restore(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from streamstate.checkpoint import OffsetCheckpoint
         from streamstate.records import TopicPartition
-        from streamstate.stores import PersistentKeyValueStore, process_next
-        from streamstate.topic_restore import CHECKPOINT_FILE, store_directory
+        from streamstate.state.checkpoint import OffsetCheckpoint
+        from streamstate.state.stores import PersistentKeyValueStore, process_next
+        from streamstate.state.topic_restore import CHECKPOINT_FILE, store_directory
 
         started = time.monotonic()
         store: PersistentKeyValueStore | None = None
@@ -198,11 +198,11 @@ def _plan(job: _Job, wanted: list[int]) -> dict[int, tuple[int, int]]:
     restored from the beginning are wiped here, on the driver, before any task opens them."""
     from confluent_kafka import Consumer
 
-    from streamstate.changelog import restore_consumer_config, wipe_store
-    from streamstate.checkpoint import OffsetCheckpoint
+    from streamstate.clients.config import restore_consumer_config
     from streamstate.records import TopicPartition
-    from streamstate.stores import PersistentKeyValueStore
-    from streamstate.topic_restore import CHECKPOINT_FILE, read_checkpoint, store_directory
+    from streamstate.state.checkpoint import OffsetCheckpoint
+    from streamstate.state.stores import PersistentKeyValueStore, wipe_store
+    from streamstate.state.topic_restore import CHECKPOINT_FILE, read_checkpoint, store_directory
 
     consumer = Consumer(restore_consumer_config(job.bootstrap_servers, eos=job.eos))
     plan: dict[int, tuple[int, int]] = {}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from streamstate import _core
+from streamstate._core import Stamper
 from streamstate.serde import BytesDeserializer, Deserializer, StringDeserializer
 from streamstate.spark._decode import SPARK_TYPES
 from streamstate.timestamps import FailOnInvalidTimestamp, TimestampExtractor
@@ -162,11 +162,11 @@ def stamp(
     schema = _output_schema(key_spec[0], value_type)
     handler = deserialization_exception_handler
     # Checks the configuration on the driver, where a mistake is cheap to report.
-    target = _core.Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type).schema
+    target = Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type).schema
     columns = df.select(*_KAFKA_COLUMNS)
 
     def new_stamper() -> Any:
-        return _core.Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type)
+        return Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type)
 
     def conform(batch: pa.RecordBatch, expected: pa.Schema) -> pa.RecordBatch:
         return batch if batch.schema == expected else batch.cast(expected)

@@ -10,6 +10,7 @@ mod arrow;
 mod convert;
 mod errors;
 mod message;
+mod poll;
 mod queue;
 mod records;
 mod serde;
@@ -43,5 +44,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     records::register(m)?;
     queue::register(m)?;
     stores::register(m)?;
+    poll::register(m)?;
     Ok(())
 }

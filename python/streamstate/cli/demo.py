@@ -14,7 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamstate.kafka_local import KafkaTestCluster
+from streamstate.spark import decode_kafka_columns
+from streamstate.testing import KafkaTestCluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,8 +79,6 @@ def run_end_to_end(
 ) -> EndToEndResult:
     """Produces ``count`` records, reads them with Spark's Kafka source, decodes them in Rust
     and compares. Raises nothing on a mismatch; the result says what differed."""
-    from streamstate.spark import decode_kafka_columns
-
     topic = cluster.create_topic(f"streamstate-e2e-{uuid.uuid4().hex[:8]}", partitions=partitions)
     records = expected_records(count)
     started = time.monotonic()

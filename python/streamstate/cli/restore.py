@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from streamstate.changelog import StateRestoreListener
 from streamstate.records import TopicPartition
-from streamstate.stores import PersistentKeyValueStore
-from streamstate.topic_restore import PartitionRestoreResult, restore_topic, store_directory
+from streamstate.state.restorer import StateRestoreListener
+from streamstate.state.stores import PersistentKeyValueStore
+from streamstate.state.topic_restore import PartitionRestoreResult, restore_topic, store_directory
 
 __all__ = ["ProgressBar", "add_commands"]
 

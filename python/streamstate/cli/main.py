@@ -13,14 +13,22 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from confluent_kafka.admin import AdminClient
+
+from streamstate.cli.kafka import main as kafka_main
+from streamstate.cli.restore import add_commands as add_restore_and_query
+from streamstate.cli.run import add_command as add_run
+from streamstate.clients.config import admin_config
+
 __all__ = ["main"]
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from streamstate.demo import run_end_to_end
-    from streamstate.kafka_local import KafkaTestCluster, LocalKafka
+    # Imported here: Spark and pyarrow would slow every other command's start.
+    from streamstate.cli.demo import run_end_to_end
+    from streamstate.cli.tour import run_tour
     from streamstate.spark import local_session
-    from streamstate.tour import run_tour
+    from streamstate.testing import KafkaTestCluster, LocalKafka
 
     broker: LocalKafka | None = None
     if args.bootstrap_servers:
@@ -59,9 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _check_reachable(bootstrap_servers: str, timeout: float = 10.0) -> None:
     """Fails fast, before Spark starts, when no broker answers at ``bootstrap_servers``."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap_servers, log_level=0))
     try:
         admin.list_topics(timeout=timeout)
     except Exception as exc:
@@ -71,8 +77,6 @@ def _check_reachable(bootstrap_servers: str, timeout: float = 10.0) -> None:
 
 
 def _kafka(args: argparse.Namespace) -> int:
-    from streamstate.kafka_local import main as kafka_main
-
     return kafka_main(list(args.kafka_args))
 
 
@@ -108,11 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=_demo)
 
-    from streamstate.cli_restore import add_commands
-    from streamstate.cli_run import add_command
-
-    add_commands(sub)
-    add_command(sub)
+    add_restore_and_query(sub)
+    add_run(sub)
     return parser
 
 

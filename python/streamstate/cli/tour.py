@@ -26,17 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
 from streamstate.app import State, StreamsApp
-from streamstate.kafka_local import KafkaTestCluster
-from streamstate.stores import PersistentKeyValueStore
-from streamstate.topic_restore import store_directory
+from streamstate.cli.restore import ProgressBar
+from streamstate.spark import restore_changelogs
+from streamstate.state.stores import PersistentKeyValueStore
+from streamstate.state.topic_restore import store_directory
+from streamstate.testing import KafkaTestCluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["TourResult", "run_tour"]
 
-APP_FILE = Path(__file__).parent / "examples" / "click_counts.py"
+APP_FILE = Path(__file__).parent.parent / "examples" / "click_counts.py"
 TOPICS = {"clicks": 2, "users": 2, "click-counts": 2}
 USERS = 200
 
@@ -80,8 +85,6 @@ def run_tour(
     kafka: KafkaTestCluster, spark: SparkSession | None, *, clicks: int = 50_000
 ) -> TourResult:
     """Runs the tour against ``kafka`` (and ``spark`` for step 5, skipped when ``None``)."""
-    from streamstate.cli_restore import ProgressBar
-
     result = TourResult(clicks=clicks)
     work = Path(tempfile.mkdtemp(prefix="streamstate-tour-"))
     app_id = f"click-counts-{uuid.uuid4().hex[:6]}"
@@ -148,8 +151,6 @@ def run_tour(
         app.close(60)
 
         if spark is not None:
-            from streamstate.spark import restore_changelogs
-
             changelog = f"{app_id}-counts-changelog"
             _say(f"5. restoring {changelog} on Spark ({spark.sparkContext.master})")
             rows = restore_changelogs(
@@ -176,9 +177,6 @@ def run_tour(
 
 
 def _wait_for_commit(kafka: KafkaTestCluster, group: str, topic: str) -> None:
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
-
     ends = kafka.end_offsets(topic)
     probe = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
     deadline = time.monotonic() + 60
@@ -195,8 +193,6 @@ def _wait_for_commit(kafka: KafkaTestCluster, group: str, topic: str) -> None:
 
 
 def _wait_for_sink(kafka: KafkaTestCluster, expected: collections.Counter[bytes]) -> None:
-    from confluent_kafka import Consumer
-
     consumer = Consumer(
         {
             "bootstrap.servers": kafka.bootstrap_servers,

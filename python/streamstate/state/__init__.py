@@ -1,0 +1,9 @@
+"""State: key-value stores, their ``.checkpoint`` files, and their restoration from changelogs.
+
+Modules: ``stores`` (the Rust-backed stores, ``process_next``, and ``holds_data`` /
+``wipe_store``), ``checkpoint`` (``OffsetCheckpoint``), ``restorer`` (``StateRestorer``,
+``StateRestoreListener``), ``changelog_reader`` (``StoreChangelogReader``), ``topic_restore``
+(a whole changelog topic into a state directory, what ``streamstate restore`` runs).
+The runtime (``streamstate.app``) and Spark (``streamstate.spark``) build on this package; it
+imports neither. Users import these names from ``streamstate`` itself.
+"""
