@@ -237,6 +237,31 @@ def test_next_record_returns_the_queue_it_came_from(group, queues) -> None:
     assert queue is queues[P2]
 
 
+def test_next_record_indexed_names_the_partition_by_its_place(group, queues) -> None:
+    group.add_raw_records(P2, recs(P2, [1, 4]))
+    group.add_raw_records(P1, recs(P1, [2]))
+    picked = []
+    while (item := group.next_record_indexed()) is not None:
+        record, index = item
+        picked.append((group.partitions()[index], record.offset))
+        assert (record.topic, record.partition) == (picked[-1][0].topic, picked[-1][0].partition)
+    assert picked == [(P2, 1), (P1, 2), (P2, 4)]
+    assert group.stream_time == 4
+    assert group.num_buffered() == 0
+
+
+def test_next_record_hands_back_the_same_queue_object_every_time(group, queues) -> None:
+    group.add_raw_records(P1, recs(P1, [1, 2]))
+    by_queue = {id(q): tp for tp, q in queues.items()}
+    seen = {by_queue[id(group.next_record()[1])] for _ in range(2)}
+    assert seen == {P1}
+    counts: dict[RecordQueue, int] = {}
+    group.add_raw_records(P2, recs(P2, [3]))
+    _, queue = group.next_record()
+    counts[queue] = counts.get(queue, 0) + 1  # usable as a dict key
+    assert counts == {queues[P2]: 1}
+
+
 def test_queues_shared_with_the_group_see_its_polls(group, queues) -> None:
     group.add_raw_records(P1, recs(P1, [1, 2]))
     assert queues[P1].size() == 2

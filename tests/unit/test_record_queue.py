@@ -16,6 +16,7 @@ import struct
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Message
 
 from streamstate import (
     NOT_KNOWN,
@@ -27,6 +28,8 @@ from streamstate import (
     StreamsError,
     TimestampType,
 )
+from streamstate._native import runs_native
+from streamstate.records import timestamp_type_from_confluent
 from streamstate.serde import (
     AvroDeserializer,
     BytesDeserializer,
@@ -563,3 +566,49 @@ def test_builtin_components_pickle_and_show_their_arguments() -> None:
     )
     avro = pickle.loads(pickle.dumps(AvroDeserializer('"long"', schema_id=3)))
     assert avro.deserialize("t", b"\x00\x00\x00\x00\x03\x02") == 1
+
+
+@pytest.mark.parametrize(
+    ("confluent", "expected"),
+    [
+        (0, TimestampType.NO_TIMESTAMP_TYPE),
+        (1, TimestampType.CREATE_TIME),
+        (2, TimestampType.LOG_APPEND_TIME),
+    ],
+)
+def test_confluent_timestamp_types_map_to_kafkas_ids(
+    confluent: int, expected: TimestampType
+) -> None:
+    """One mapping: ``timestamp_type_from_confluent`` and the Message reader agree on it."""
+    assert timestamp_type_from_confluent(confluent) is expected
+    seen: list[tuple[object, int]] = []
+
+    class Remember:
+        def extract(self, record, partition_time: int) -> int:
+            seen.append((record.timestamp_type, record.timestamp))
+            return 1
+
+    message = Message(
+        topic="t", partition=0, offset=0, key=b"k", value=b"v", timestamp=(confluent, 1_234)
+    )
+    q = RecordQueue("t", 0, timestamp_extractor=Remember())
+    q.add_raw_records([message])
+    assert seen == [(expected, NOT_KNOWN if confluent == 0 else 1_234)]
+
+
+def test_a_marked_method_runs_the_rust_object_not_python() -> None:
+    """A built-in's method carries the mark, so a queue runs the Rust object and never calls the
+    method per record (an override, unmarked, is called: tests/integration/
+    test_component_subclasses.py)."""
+    calls: list[bytes | None] = []
+
+    class Counting(LongDeserializer):
+        @runs_native
+        def deserialize(self, topic: str | None, data: bytes | None) -> object:
+            calls.append(data)
+            return super().deserialize(topic, data)
+
+    q = RecordQueue("t", 0, key_deserializer=Counting())
+    q.add_raw_records([ConsumerRecord("t", 0, 0, 10, struct.pack(">q", 5), b"v")])
+    assert [r.key for r in q.poll_batch()] == [5]
+    assert calls == []

@@ -673,7 +673,7 @@ impl Codec {
             Node::Record(fields) => {
                 let depth = deeper(depth)?;
                 let mut out = Vec::with_capacity(fields.len());
-                for f in fields.iter() {
+                for f in fields {
                     out.push((f.name.clone(), self.decode(f.node, r, depth)?));
                 }
                 Value::Map(out)
@@ -870,7 +870,7 @@ impl Codec {
             }
             Node::Record(fields) => match v {
                 Value::Map(_) => {
-                    for f in fields.iter() {
+                    for f in fields {
                         match v.get(&f.name).or(f.default.as_ref()) {
                             Some(fv) => self.encode(f.node, fv, out, depth + 1),
                             None => self.encode(f.node, &Value::Null, out, depth + 1),
@@ -919,7 +919,10 @@ mod tests {
             ("payload".into(), Value::Bytes(vec![0, 1, 255])),
             (
                 "tags".into(),
-                Value::Array(vec![Value::String("a".into()), Value::String("".into())]),
+                Value::Array(vec![
+                    Value::String("a".into()),
+                    Value::String(String::new()),
+                ]),
             ),
             (
                 "attrs".into(),

@@ -62,6 +62,8 @@ pub enum ErrorKind {
     ProcessorState,
     /// The caller passed something unusable (`ValueError`/`TypeError` on the Python side).
     InvalidArgument,
+    /// Processing must stop for another reason, e.g. user code failed (`StreamsError`).
+    Streams,
 }
 
 /// An error of the core, with the record or store it concerns.

@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 
+use crate::error::CoreError;
 use crate::timestamp::NOT_KNOWN;
 
 /// A record with the timestamp its extractor gave it.
@@ -72,16 +73,49 @@ pub enum Admission<R> {
         record: R,
     },
     /// Dropped by policy (e.g. a deserialization error with the "continue" handler).
-    Dropped { offset: i64, reason: DropReason },
+    Dropped {
+        offset: i64,
+        reason: DropReason,
+        /// Why, when there is more to say than the reason (the deserialization error).
+        error: Option<Box<CoreError>>,
+    },
+}
+
+impl<R> Admission<R> {
+    /// The same decision about a record carried in another form.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> Admission<S> {
+        match self {
+            Admission::Stamped {
+                offset,
+                timestamp,
+                record,
+            } => Admission::Stamped {
+                offset,
+                timestamp,
+                record: f(record),
+            },
+            Admission::Dropped {
+                offset,
+                reason,
+                error,
+            } => Admission::Dropped {
+                offset,
+                reason,
+                error,
+            },
+        }
+    }
 }
 
 /// A record the queue dropped during `add_with`, reported so the caller can log it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped {
     pub offset: i64,
     pub reason: DropReason,
     /// The extracted timestamp for `NegativeTimestamp` drops.
     pub timestamp: Option<i64>,
+    /// The error behind a `DeserializationError` drop.
+    pub error: Option<Box<CoreError>>,
 }
 
 /// The FIFO of one topic partition.
@@ -136,17 +170,23 @@ impl<R> RecordQueue<R> {
                             offset,
                             reason: DropReason::NegativeTimestamp,
                             timestamp: Some(timestamp),
+                            error: None,
                         });
                     } else {
                         self.push(offset, timestamp, record);
                     }
                 }
-                Admission::Dropped { offset, reason } => {
+                Admission::Dropped {
+                    offset,
+                    reason,
+                    error,
+                } => {
                     self.dropped.count(reason);
                     on_drop(Dropped {
                         offset,
                         reason,
                         timestamp: None,
+                        error,
                     });
                 }
             }
@@ -301,6 +341,7 @@ mod tests {
                         1 => Admission::Dropped {
                             offset: o,
                             reason: DropReason::DeserializationError,
+                            error: None,
                         },
                         2 => Admission::Stamped {
                             offset: o,

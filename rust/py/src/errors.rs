@@ -32,6 +32,7 @@ fn class_of(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::InvalidTimestamp => Some("InvalidTimestampError"),
         ErrorKind::CorruptCheckpoint => Some("CorruptCheckpointError"),
         ErrorKind::ProcessorState => Some("ProcessorStateError"),
+        ErrorKind::Streams => Some("StreamsError"),
         ErrorKind::InvalidArgument => None,
     }
 }

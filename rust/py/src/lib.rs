@@ -6,10 +6,13 @@
 
 use pyo3::prelude::*;
 
+mod admission;
 mod arrow;
 mod convert;
 mod errors;
+mod fetch;
 mod message;
+mod partition_group;
 mod poll;
 mod queue;
 mod records;
@@ -42,8 +45,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     serde::register(m)?;
     stamp::register(m)?;
     records::register(m)?;
+    message::register(m)?;
     queue::register(m)?;
+    partition_group::register(m)?;
     stores::register(m)?;
+    fetch::register(m)?;
     poll::register(m)?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use pyo3::types::{PyString, PyTuple, PyType};
 static TIMESTAMP_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// Kafka's Java timestamp-type ids: -1 none, 0 create time, 1 log-append time.
+pub const NO_TIMESTAMP_TYPE: i32 = -1;
 pub const CREATE_TIME: i32 = 0;
 
 fn timestamp_type_enum<'py>(py: Python<'py>, id: i32) -> PyResult<Bound<'py, PyAny>> {

@@ -9,7 +9,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3_arrow::{PyDataType, PyRecordBatch, PySchema};
-use streamstate_core::stamp::{Handler, StampState, Stamper as CoreStamper};
+use streamstate_core::record_queue::DropCounts;
+use streamstate_core::stamp::{Handler, PartitionState, StampState, Stamper as CoreStamper};
 
 use crate::errors::{guard, IntoPyResult};
 use crate::serde::{deserializer_from_spec, extractor_from_spec};
@@ -98,6 +99,46 @@ impl Stamper {
                 .map_or(streamstate_core::timestamp::NOT_KNOWN, |s| {
                     s.partition_time()
                 }))
+        })
+    }
+
+    /// The offset of the last record of `(topic, partition)` stamped (admitted or dropped),
+    /// `None` before any.
+    fn last_offset(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<Option<i64>> {
+        guard(py, || {
+            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(state
+                .get(&(topic.to_owned(), partition))
+                .and_then(PartitionState::last_offset))
+        })
+    }
+
+    /// Continues `(topic, partition)` from a state handed out earlier (`partition_time`,
+    /// `last_offset`, `dropped_records`), replacing what this stamper knew of it: Spark's
+    /// streaming `stamp` carries these in its state store from one micro-batch to the next.
+    #[pyo3(signature = (topic, partition, partition_time, last_offset=None, *, deserialization_error=0, negative_timestamp=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn resume(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        partition_time: i64,
+        last_offset: Option<i64>,
+        deserialization_error: u64,
+        negative_timestamp: u64,
+    ) -> PyResult<()> {
+        guard(py, || {
+            let dropped = DropCounts {
+                deserialization_error,
+                negative_timestamp,
+            };
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.insert(
+                (topic.to_owned(), partition),
+                PartitionState::resumed(partition_time, last_offset, dropped),
+            );
+            Ok(())
         })
     }
 
