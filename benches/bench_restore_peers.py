@@ -26,7 +26,15 @@ each checking its result so that a broken one fails:
 * ``streamstate_restore``: :func:`streamstate.topic_restore.restore_topic` (the code of
   ``streamstate restore``), the whole call: opening the stores, the restore consumer, restoring,
   checkpoints (its own listener's first-start-to-last-end span is in ``extra_info``). Checked:
-  records restored, the stores' sizes and the last record's value.
+  records restored, the stores' sizes and the last record's value. On each read path:
+  ``rust`` (the default: librdkafka driven from Rust, one consumer and thread per core),
+  ``rust-p1`` (8 partitions on one consumer and thread) and ``confluent`` (confluent-kafka
+  messages handed to ``process_next``).
+
+``bench_peak_memory`` (group ``restore-memory``) runs ``streamstate restore --json`` under
+``/usr/bin/time -f %M`` on one partition of 1M and of 10M records (quick mode: 50k and 200k), on
+both read paths, and records each peak RSS and duration in ``extra_info``: the memory a restore
+needs is bounded by batch and queue sizes, not by the changelog.
 
 Each contender's CPU seconds (user + system, all threads) are recorded too, as
 ``extra_info["cpu_s"]`` (median): kcat's whole process, Kafka Streams' JVM over the listener's
@@ -43,8 +51,11 @@ another, so on a shared machine compare ratios within one run.
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -262,14 +273,33 @@ class _Span(StateRestoreListener):
         return self.last_end - self.first_start
 
 
-@pytest.mark.parametrize("partitions", PARTITIONS)
+# (partitions, read path, parallelism): the default (rust, one consumer per core), 8 partitions
+# on one consumer, and the confluent-kafka path.
+STREAMSTATE_CASES = [
+    (1, "rust", None),
+    (1, "confluent", None),
+    (8, "rust", None),
+    (8, "rust", 1),
+    (8, "confluent", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("partitions", "fetch", "parallelism"),
+    STREAMSTATE_CASES,
+    ids=[f"{p}p-{f}" + (f"-p{n}" if n else "") for p, f, n in STREAMSTATE_CASES],
+)
 def bench_streamstate_restore(
     benchmark: Any,
     kafka: KafkaTestCluster,
     changelog: Changelog,
     state_dir: Path,
+    *,
+    fetch: str,
+    parallelism: int | None,
 ) -> None:
     _group(benchmark, changelog)
+    benchmark.extra_info.update(fetch=fetch, parallelism=parallelism)
     spans: list[float] = []
 
     def setup() -> None:
@@ -286,6 +316,8 @@ def bench_streamstate_restore(
             state_dir,
             store_name=STORE,
             restore_listener=span,
+            fetch=fetch,
+            parallelism=parallelism,
         )
         cpu.append(time.process_time() - before)
         spans.append(span.seconds)
@@ -302,3 +334,43 @@ def bench_streamstate_restore(
             if partition == (N - 1) % changelog.partitions:
                 assert store.get(changelog.last_key) == changelog.last_value
     assert entries >= min(N, DISTINCT_KEYS) // 2
+
+
+def _peak_rss(bootstrap: str, topic: str, state_dir: Path, fetch: str) -> tuple[float, float, int]:
+    """Peak RSS (MB), wall seconds and records restored of one ``streamstate restore --json``."""
+    out = state_dir / f"time-{fetch}.txt"
+    command = [
+        "/usr/bin/time", "-f", "%M %e", "-o", str(out),
+        sys.executable, "-m", "streamstate", "restore", "--json",
+        "--bootstrap-servers", bootstrap, "--topic", topic,
+        "--state-dir", str(state_dir / fetch), "--fetch", fetch,
+    ]  # fmt: skip
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    restored = int(json.loads(done.stdout)["total_restored"])
+    kb, seconds = out.read_text().split()[-2:]
+    return int(kb) / 1024, float(seconds), restored
+
+
+@pytest.mark.benchmark(group="restore-memory")
+def bench_peak_memory(benchmark: Any, kafka: KafkaTestCluster, state_dir: Path) -> None:
+    """Peak RSS of ``streamstate restore`` at two changelog sizes, on both read paths."""
+    sizes = (50_000, 200_000) if QUICK else (1_000_000, 10_000_000)
+    topics = {}
+    for n in sizes:
+        topics[n] = kafka.create_topic(f"bench-memory-{n}-{uuid.uuid4().hex[:8]}", partitions=1)
+        produce_changelog(kafka.bootstrap_servers, topics[n], n, partitions=1)
+
+    def run() -> dict[str, float]:
+        report: dict[str, float] = {}
+        for n, topic in topics.items():
+            for fetch in ("rust", "confluent"):
+                shutil.rmtree(state_dir / fetch, ignore_errors=True)
+                mb, seconds, restored = _peak_rss(kafka.bootstrap_servers, topic, state_dir, fetch)
+                assert restored == n
+                report[f"{fetch}_{n}_peak_rss_mb"] = round(mb, 1)
+                report[f"{fetch}_{n}_wall_s"] = seconds
+        return report
+
+    report = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(report)
+    print(json.dumps(report))

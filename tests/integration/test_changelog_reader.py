@@ -35,7 +35,8 @@ from streamstate import (
     StreamsError,
     TopicPartition,
 )
-from streamstate.changelog import restore_consumer_config
+from streamstate.clients.config import restore_consumer_config
+from streamstate.clients.restore_consumer import open_restore_consumer
 from streamstate.kafka_local import KafkaTestCluster
 
 LOGGER = "streamstate.changelog"
@@ -112,8 +113,10 @@ class Proxy:
 
 
 def restore_consumer(kafka: KafkaTestCluster, *, eos: bool = False, **overrides: Any) -> Any:
-    """A restore consumer as the reader wants it, closed when the test ends."""
-    return kafka.consumer(**restore_consumer_config(kafka.bootstrap_servers, eos=eos, **overrides))
+    """A restore consumer as the reader wants it, on the test's read path (``restore_fetch``
+    in conftest: the Rust fetcher or a confluent-kafka consumer), closed when the test ends."""
+    config = restore_consumer_config(kafka.bootstrap_servers, eos=eos, **overrides)
+    return kafka.adopt(open_restore_consumer(config))
 
 
 def kv(i: int, prefix: str = "k", value: str = "v") -> tuple[bytes, bytes]:
@@ -249,21 +252,27 @@ def test_nothing_to_restore_when_the_checkpoint_is_at_the_end(
     store.close()
 
 
-def test_a_checkpoint_beyond_the_end_completes_with_a_warning(
+def test_a_checkpoint_beyond_the_end_wipes_the_store_and_restores_it_from_the_beginning(
     kafka: KafkaTestCluster,
     topic: str,
     tp: TopicPartition,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # The changelog was deleted and re-created with fewer records than the store had restored:
+    # the position after the checkpoint is out of range, and what the store holds is stale.
     produce(kafka, topic, (kv(i) for i in range(10)))
+    store = InMemoryKeyValueStore("s")
+    store.put(b"stale", b"from the old changelog")
     listener = Recorder()
     reader = StoreChangelogReader(restore_consumer(kafka), restore_listener=listener)
-    reader.register(StateRestorer(tp, InMemoryKeyValueStore("s"), checkpoint=500))
+    reader.register(StateRestorer(tp, store, checkpoint=500))
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        assert reader.restore() == {tp}
+        restore_until(reader, [tp])
 
-    assert listener.events == []
+    assert contents(store) == dict(kv(i) for i in range(10))
+    assert listener.events[0] == ("start", topic, 0, "s", 0, 10)
+    assert listener.events[-1] == ("end", topic, 0, "s", 10)
     assert any(
         "beyond the end offset 10" in r.getMessage() and topic in r.getMessage()
         for r in caplog.records

@@ -38,7 +38,9 @@ Kafka 2.4 / 2.5 (``register(StateRestorer)`` / ``restore`` / ``restoredOffsets``
   shouldNotRestoreIfCheckpointIsEqualToOffsetLimit,
   shouldNotRestoreIfCheckpointIsGreaterThanOffsetLimit: covered by
   ``test_nothing_to_restore_when_the_checkpoint_is_at_the_end`` and
-  ``test_a_checkpoint_beyond_the_end_completes_with_a_warning``; the boundary one record
+  ``test_a_checkpoint_beyond_the_end_wipes_the_store_and_restores_it_from_the_beginning`` (a
+  deliberate difference: a checkpoint past the end means the changelog is not the one the store
+  was restored from, so the store is rebuilt); the boundary one record
   before it is ``test_a_checkpoint_two_before_the_end_restores_exactly_the_last_record``.
 * shouldReturnRestoredOffsetsForPersistentStores,
   shouldNotReturnRestoredOffsetsForNonPersistentStore: covered by
@@ -338,7 +340,7 @@ def test_a_checkpoint_before_a_marker_between_two_transactions(
     assert contents(store) == dict(kv(i, prefix="x") for i in range(5))
 
 
-def test_a_checkpoint_past_an_empty_changelog_completes_at_once(
+def test_a_checkpoint_past_an_empty_changelog_wipes_the_store_and_completes(
     kafka: KafkaTestCluster,
     tp: TopicPartition,
     caplog: pytest.LogCaptureFixture,
@@ -354,10 +356,11 @@ def test_a_checkpoint_past_an_empty_changelog_completes_at_once(
 
     assert reader.completed() == {tp}
     assert reader.end_offset(tp) == 0
-    assert reader.position(tp) == 6
-    # The reader follows 2.4-2.5 here: nothing to restore means no listener call at all.
+    assert reader.position(tp) == 0
+    # Nothing to restore once wiped: no listener call at all (as 2.4-2.5 for an empty log).
     assert listener.events == []
-    assert contents(store) == {b"mine": b"x"}
+    # The checkpoint claimed records the (re-created, empty) changelog never had.
+    assert contents(store) == {}
     assert any("beyond the end offset 0" in r.getMessage() for r in caplog.records)
 
 

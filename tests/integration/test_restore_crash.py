@@ -7,6 +7,10 @@ and compares every store with a plain-Python replay of the whole changelog. The 
 in small fetches and checkpoints every few milliseconds, so kills land between and inside many
 batch writes and checkpoint writes. Some rounds also delete records past the checkpoints, which
 forces a wipe and a restore from the new log start in the killed run.
+
+Kills are placed by progress, not by time: the child reports each restored batch, and the parent
+kills it after a random number of them (plus a random sub-millisecond delay), so a kill lands in a
+running restore however fast the machine or the fetch path is.
 """
 
 from __future__ import annotations
@@ -27,20 +31,31 @@ KILLS = 20
 PARTITIONS = 2
 
 CHILD = """
-import sys, time
+import sys
+from streamstate import StateRestoreListener
 from streamstate.topic_restore import restore_topic
 bootstrap, topic, state_dir = sys.argv[1:4]
+
+class Progress(StateRestoreListener):
+    def on_batch_restored(self, tp, store_name, batch_end_offset, num_restored):
+        print("batch", flush=True)
+
 print("ready", flush=True)
-started = time.monotonic()
 restore_topic(
     bootstrap,
     topic,
     state_dir,
     checkpoint_interval_s=0.005,
-    consumer_config={"max.partition.fetch.bytes": 4096, "fetch.max.bytes": 8192},
+    consumer_config={"max.partition.fetch.bytes": 4096},
+    restore_listener=Progress(),
 )
-print("done", time.monotonic() - started, flush=True)
+print("done", flush=True)
 """
+# Records per produced batch (~4 KB, one fetch of the child's). Every round appends at least
+# 1,000 records per partition, so a round's restore reports at least 10 batches per partition:
+# more than a kill ever waits for.
+RECORDS_PER_BATCH = 100
+MAX_BATCHES_BEFORE_KILL = 6
 
 Entry = tuple[bytes, bytes | None]
 
@@ -62,19 +77,24 @@ def test_sigkill_at_random_moments_never_leaves_wrong_state(
     log_start = [0] * PARTITIONS
     killed_while_running = 0
     rounds = 0
-    # How long a child's restore takes (learned from children that finish): kills are spread
-    # over that span so that most of them hit a restore in progress.
-    span = 0.3
     while killed_while_running < KILLS:
         rounds += 1
-        assert rounds <= 3 * KILLS, f"only {killed_while_running} kills hit a running restore"
+        assert rounds <= KILLS + KILLS // 4, (
+            f"only {killed_while_running} kills hit a running restore"
+        )
         for p in range(PARTITIONS):
             entries: list[Entry] = []
             for _ in range(rng.randrange(1_000, 6_000)):
                 key = b"k%04d" % rng.randrange(400)
                 value = None if rng.random() < 0.15 else rng.randbytes(rng.randrange(1, 60))
                 entries.append((key, value))
-            offsets = kafka.produce(topic, entries, partition=p)
+            # Produced in chunks of one small record batch each: the child restores them in
+            # many fetches, so it reports many batches and a kill after a few lands mid-restore.
+            offsets = [
+                o
+                for i in range(0, len(entries), RECORDS_PER_BATCH)
+                for o in kafka.produce(topic, entries[i : i + RECORDS_PER_BATCH], partition=p)
+            ]
             for key, value in entries:
                 if value is None:
                     expected[p].pop(key, None)
@@ -101,14 +121,18 @@ def test_sigkill_at_random_moments_never_leaves_wrong_state(
         try:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "ready"
-            time.sleep(rng.uniform(0.0, span))
+            # 0 batches: the kill lands in the start-up (a wipe, the first fetch).
+            line = ""
+            for _ in range(rng.randrange(MAX_BATCHES_BEFORE_KILL + 1)):
+                line = child.stdout.readline().strip()
+                if line != "batch":
+                    break
+            if line in ("", "batch"):
+                time.sleep(rng.uniform(0.0, 0.001))
             if child.poll() is None:
                 os.kill(child.pid, signal.SIGKILL)
                 killed_while_running += 1
             child.wait(timeout=60)
-            finished = child.stdout.read().split()
-            if finished[:1] == ["done"]:
-                span = max(0.05, 0.8 * float(finished[1]))
         finally:
             if child.poll() is None:
                 child.kill()

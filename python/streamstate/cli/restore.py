@@ -142,6 +142,8 @@ def _restore(args: argparse.Namespace) -> int:
                 partitions=args.partitions,
                 eos=args.eos,
                 restore_listener=bar,
+                fetch=args.fetch,
+                parallelism=args.parallelism,
             )
         finally:
             if bar is not None:
@@ -239,6 +241,19 @@ def add_commands(sub: Any) -> None:
         "--eos",
         action="store_true",
         help="read committed records only (exactly-once changelogs)",
+    )
+    restore.add_argument(
+        "--fetch",
+        choices=["rust", "confluent"],
+        default=None,
+        help="how changelogs are read: librdkafka from Rust (default) or confluent-kafka",
+    )
+    restore.add_argument(
+        "--parallelism",
+        type=int,
+        default=None,
+        metavar="N",
+        help="partitions restored at once with --fetch rust (default: the number of cores)",
     )
     restore.add_argument("--runner", choices=["local", "spark"], default="local")
     restore.add_argument(

@@ -30,9 +30,11 @@ import enum
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 
+from streamstate._core import ChangelogFetcher
 from streamstate.clients.kafka_errors import ErrorKind, classify, error_text, kafka_error
 from streamstate.clients.poll import PollEvent, split_poll
 from streamstate.errors import ProcessorStateError, StreamsError
@@ -44,6 +46,10 @@ __all__ = ["StoreChangelogReader"]
 
 # Named as before the module moved into streamstate.state: logging is configured by this name.
 _log = logging.getLogger("streamstate.changelog")
+
+# Seconds without progress between two warnings about a restoring partition (at most a quarter
+# of the stall timeout).
+_STALL_WARN_S = 5.0
 
 
 class _Phase(enum.Enum):
@@ -68,6 +74,7 @@ class _Changelog:
         # Seconds of restore() calls without progress, whether the current call made some, and
         # the last problem seen.
         self.stalled_s = 0.0
+        self.stall_warned_s = 0.0
         self.progressed = False
         self.problem: str | None = None
 
@@ -83,6 +90,7 @@ class _Changelog:
         self.last_applied = -1
         self.total_restored = 0
         self.stalled_s = 0.0
+        self.stall_warned_s = 0.0
         self.progressed = False
         self.problem = None
 
@@ -107,7 +115,12 @@ class StoreChangelogReader:
     ``restore_consumer`` is a ``confluent_kafka.Consumer`` used only by this reader, made with
     :func:`~streamstate.clients.config.restore_consumer_config` (the reader relies on
     ``auto.offset.reset=error``). It must not be subscribed to topics: the reader assigns
-    partitions itself (``incremental_assign``).
+    partitions itself (``incremental_assign``). It may also be a
+    :class:`streamstate._core.ChangelogFetcher` (see
+    :func:`~streamstate.clients.restore_consumer.open_restore_consumer`): the reader then drives
+    it with the same calls, except that each poll reads and applies the records in Rust, on up to
+    one thread per core, and reports per partition what it applied; the protocol below is the
+    same.
 
     Register a :class:`StateRestorer` per changelog partition, then call :meth:`restore` until
     it returns every registered partition. Each call:
@@ -115,14 +128,15 @@ class StoreChangelogReader:
     1. initializes newly registered partitions: reads the end offset *once* (the high watermark,
        or the last stable offset with an ``isolation.level=read_committed`` consumer; the
        restoration never goes past it, even if the changelog grows meanwhile); a partition whose
-       checkpoint is at or past the end, or whose changelog has never held a record (end 0),
-       completes at once without listener calls. Otherwise the consumer starts at the
-       checkpoint + 1, or at the beginning of the log without a checkpoint (with ``eos=True``
-       the store is wiped first, as Kafka Streams does under exactly-once, since a store
-       without a checkpoint may hold uncommitted writes); a checkpoint below the log start
-       (retention or ``delete_records`` removed those records) wipes the store and restores it
-       from the beginning. The listener's ``on_restore_start`` then receives the real start
-       offset and the end offset.
+       checkpoint is at the end, or whose changelog has never held a record (end 0), completes
+       at once without listener calls. A checkpoint *past* the end (the changelog was deleted
+       and re-created) wipes the store, which is then restored from the beginning. Otherwise
+       the consumer starts at the checkpoint + 1, or at the beginning of the log without a
+       checkpoint (with ``eos=True`` the store is wiped first, as Kafka Streams does under
+       exactly-once, since a store without a checkpoint may hold uncommitted writes); a
+       checkpoint below the log start (retention or ``delete_records`` removed those records)
+       wipes the store and restores it from the beginning. The listener's ``on_restore_start``
+       then receives the real start offset and the end offset.
     2. polls once (``consume`` with ``poll_ms`` as timeout, at least ``max_poll_records``
        records) and applies each partition's records below its end offset in one write batch
        (:func:`streamstate.process_next`; null keys are skipped, ``None`` values delete), then
@@ -143,7 +157,7 @@ class StoreChangelogReader:
 
     def __init__(
         self,
-        restore_consumer: Consumer,
+        restore_consumer: Consumer | ChangelogFetcher,
         *,
         poll_ms: int = 100,
         restore_listener: StateRestoreListener | None = None,
@@ -172,6 +186,13 @@ class StoreChangelogReader:
         if request_timeout_s <= 0:
             raise ValueError(f"request_timeout_s must be > 0, not {request_timeout_s}")
         self._consumer = restore_consumer
+        # A consumer that reads and applies by itself (a ChangelogFetcher, or an object that
+        # delegates to one) is driven through its restore(); decided by what it can do, not by
+        # its type, so that a wrapper works as it does around a confluent-kafka consumer.
+        self._fetcher = cast(
+            "ChangelogFetcher | None",
+            restore_consumer if callable(getattr(restore_consumer, "restore", None)) else None,
+        )
         self._poll_s = poll_ms / 1000.0
         self._listener = restore_listener
         self._eos = eos
@@ -393,18 +414,24 @@ class StoreChangelogReader:
             )
             self._wipe(changelog)
 
+        if checkpoint is not None and checkpoint + 1 > end:
+            # The position after the checkpoint is past the log's end: out of range (a fetch
+            # there gets OFFSET_OUT_OF_RANGE). The log is not the one the store was restored
+            # from (deleted and re-created, say), so the store's contents cannot be trusted.
+            _log.warning(
+                "Checkpoint %d of store %r is beyond the end offset %d of changelog topic "
+                "%r partition %d: the changelog was deleted and re-created, or truncated. "
+                "Wiping the store and restoring it from the beginning",
+                checkpoint,
+                restorer.store_name,
+                end,
+                tp.topic,
+                tp.partition,
+            )
+            self._wipe(changelog)
+            checkpoint = None
+
         if end == 0 or (checkpoint is not None and checkpoint + 1 >= end):
-            if checkpoint is not None and checkpoint + 1 > end:
-                _log.warning(
-                    "Checkpoint %d of store %r is beyond the end offset %d of changelog topic "
-                    "%r partition %d: was the changelog deleted and re-created? Nothing to "
-                    "restore",
-                    checkpoint,
-                    restorer.store_name,
-                    end,
-                    tp.topic,
-                    tp.partition,
-                )
             changelog.position = checkpoint + 1 if checkpoint is not None else end
             changelog.phase = _Phase.COMPLETED
             _log.debug(
@@ -499,9 +526,13 @@ class StoreChangelogReader:
                 changelog.assigned = False
 
     def _poll_and_apply(self, restoring: list[_Changelog]) -> None:
+        if self._fetcher is not None:
+            self._fetch_and_apply(self._fetcher, restoring)
+            return
         num_messages = max(self._max_poll_records, 500 * len(restoring))
+        consumer = cast(Consumer, self._consumer)  # not a fetcher: a confluent-kafka consumer
         try:
-            messages = self._consumer.consume(num_messages=num_messages, timeout=self._poll_s)
+            messages = consumer.consume(num_messages=num_messages, timeout=self._poll_s)
         except KafkaException as exc:
             raise ProcessorStateError(
                 f"the restore consumer failed polling records: {error_text(exc)}"
@@ -528,21 +559,9 @@ class StoreChangelogReader:
             if restored.next_offset >= 0:
                 changelog.advance(int(restored.next_offset))
             if restored.num_restored > 0:
-                num = int(restored.num_restored)
-                last = int(restored.last_restored_offset)
-                changelog.total_restored += num
-                changelog.last_applied = last
-                _log.debug(
-                    "Restored %d records from changelog topic %r partition %d to store %r, "
-                    "last offset %d, end offset %d",
-                    num,
-                    key[0],
-                    key[1],
-                    changelog.restorer.store_name,
-                    last,
-                    changelog.end,
+                self._batch_restored(
+                    changelog, int(restored.num_restored), int(restored.last_restored_offset)
                 )
-                self._notify(changelog, "batch restored", "on_batch_restored", last, num)
 
         for key, offset in polled.end_positions.items():
             changelog = self._changelogs.get(key)
@@ -553,6 +572,65 @@ class StoreChangelogReader:
             changelog = self._changelogs.get(key)
             if changelog is not None and changelog.phase is _Phase.RESTORING:
                 self._restart_from_beginning(changelog, offset, reason)
+
+    def _fetch_and_apply(self, fetcher: ChangelogFetcher, restoring: list[_Changelog]) -> None:
+        """The Rust path of one poll: the fetcher reads and applies in Rust for up to
+        ``poll_ms`` (or until every partition reached its end), gathering each partition's
+        records into large write batches, and reports per partition what it applied; the
+        protocol (listener calls, invalid offsets, errors) is as after a confluent-kafka poll."""
+        # A restoring partition has its end offset (set before it starts restoring).
+        targets = [
+            (c.tp.topic, c.tp.partition, c.restorer.store, c.end, c.position)
+            for c in restoring
+            if c.end is not None
+        ]
+        # As many records per call as a confluent-kafka poll would return: listeners see
+        # batches of the same granularity on both paths.
+        num_messages = max(self._max_poll_records, 500 * len(restoring))
+        results = fetcher.restore(targets, self._poll_s, num_messages)
+        for text in fetcher.take_events():
+            self._warn_client_event(text)
+        invalid: dict[tuple[str, int], tuple[int, str]] = {}
+        for result in results:
+            key = (result.topic, result.partition)
+            changelog = self._changelogs.get(key)
+            if changelog is None:
+                continue
+            if result.error is not None:
+                event = PollEvent(result.error, key[0], key[1], result.error_offset)
+                if event.kind is ErrorKind.INVALID_OFFSET:
+                    offset = result.error_offset if result.error_offset is not None else -1
+                    invalid[key] = (offset, result.error.str())
+                elif event.kind is not ErrorKind.END_OF_PARTITION:
+                    self._handle_event(event)
+            if result.invalid_offset is not None:
+                invalid[key] = result.invalid_offset
+                continue
+            if result.num_restored > 0:
+                self._batch_restored(
+                    changelog, int(result.num_restored), int(result.last_restored_offset)
+                )
+            changelog.advance(result.position)
+        for key, (offset, reason) in invalid.items():
+            changelog = self._changelogs.get(key)
+            if changelog is not None and changelog.phase is _Phase.RESTORING:
+                self._restart_from_beginning(changelog, offset, reason)
+
+    def _batch_restored(self, changelog: _Changelog, num: int, last: int) -> None:
+        """Counts ``num`` records applied up to offset ``last`` and tells the listener."""
+        changelog.total_restored += num
+        changelog.last_applied = last
+        _log.debug(
+            "Restored %d records from changelog topic %r partition %d to store %r, "
+            "last offset %d, end offset %d",
+            num,
+            changelog.tp.topic,
+            changelog.tp.partition,
+            changelog.restorer.store_name,
+            last,
+            changelog.end,
+        )
+        self._notify(changelog, "batch restored", "on_batch_restored", last, num)
 
     def _handle_event(self, event: PollEvent) -> None:
         """An error event other than an end of partition or an invalid offset (those are read
@@ -572,7 +650,22 @@ class StoreChangelogReader:
             raise ProcessorStateError(f"the restore consumer failed: {event.error.str()}")
         # A client-wide, recoverable event (a broker connection dropped, say): librdkafka
         # retries by itself, and the stall timeout catches an outage that does not end.
-        _log.debug("Restore consumer reported %s (ignored)", event.error.str())
+        self._warn_client_event(event.error.str())
+
+    def _warn_client_event(self, event: str) -> None:
+        """Logs a client-wide event (a broker connection lost, ...) as a WARNING naming the
+        partitions it holds up, if any restore; librdkafka retries by itself."""
+        waiting = [c for c in self._changelogs.values() if c.phase is _Phase.RESTORING]
+        if not waiting:
+            _log.debug("Restore consumer reported %s", event)
+            return
+        _log.warning(
+            "The restore consumer reported: %s. Changelog partitions %s wait for it (the "
+            "client retries; a partition without progress for %g s fails the restoration)",
+            event,
+            ", ".join(_tp_str(c.tp) for c in waiting),
+            self._stall_timeout_s,
+        )
 
     def _restart_from_beginning(self, changelog: _Changelog, offset: int, reason: str) -> None:
         tp = changelog.tp
@@ -708,9 +801,11 @@ class StoreChangelogReader:
             if changelog.progressed:
                 changelog.progressed = False
                 changelog.stalled_s = 0.0
+                changelog.stall_warned_s = 0.0
                 continue
             changelog.stalled_s += elapsed
             if changelog.stalled_s <= self._stall_timeout_s:
+                self._maybe_warn_stall(changelog)
                 continue
             tp = changelog.tp
             if changelog.phase is _Phase.REGISTERED:
@@ -729,6 +824,28 @@ class StoreChangelogReader:
                 partition=tp.partition,
                 store_name=changelog.restorer.store_name,
             )
+
+    def _maybe_warn_stall(self, changelog: _Changelog) -> None:
+        """A WARNING every few seconds while a restoring partition makes no progress (a broker
+        gone away, say): the client keeps retrying until the stall timeout."""
+        interval = min(_STALL_WARN_S, self._stall_timeout_s / 4)
+        if changelog.phase is not _Phase.RESTORING:
+            return
+        if changelog.stalled_s - changelog.stall_warned_s < interval:
+            return
+        changelog.stall_warned_s = changelog.stalled_s
+        tp = changelog.tp
+        _log.warning(
+            "No progress restoring store %r from changelog topic %r partition %d for %.1f s "
+            "(position %d, end offset %s); retrying, and failing after %g s without progress",
+            changelog.restorer.store_name,
+            tp.topic,
+            tp.partition,
+            changelog.stalled_s,
+            changelog.position,
+            changelog.end,
+            self._stall_timeout_s,
+        )
 
     def _maybe_log_progress(self, now: float) -> None:
         restoring = [c for c in self._changelogs.values() if c.phase is _Phase.RESTORING]

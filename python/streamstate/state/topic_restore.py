@@ -29,10 +29,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from streamstate.clients.config import admin_config, restore_consumer_config
+from streamstate._core import ChangelogFetcher
+from streamstate.clients.config import admin_config, connection_settings, restore_consumer_config
+from streamstate.clients.restore_consumer import RestoreConsumer, open_restore_consumer
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
 from streamstate.state.changelog_reader import StoreChangelogReader
@@ -57,6 +59,8 @@ CHECKPOINT_FILE = ".checkpoint"
 # Records a restore consumer poll may return at once: large batches amortize the Python side
 # of each write batch (Kafka Streams' 1,000 is the reader's minimum).
 _MAX_POLL_RECORDS = 10_000
+# The same for the Rust fetch, whose records never become Python objects.
+_MAX_FETCH_RECORDS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,21 @@ def store_directory(state_dir: str | Path, store_name: str, partition: int) -> P
     return Path(state_dir) / store_name / str(partition)
 
 
-def topic_partitions(bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> list[int]:
+def topic_partitions(
+    bootstrap_servers: str,
+    topic: str,
+    timeout_s: float = 30.0,
+    client_config: Mapping[str, Any] | None = None,
+) -> list[int]:
     """The partition numbers of ``topic``, from the cluster's metadata; raises
-    :class:`~streamstate.errors.StreamsError` naming the topic when it does not exist."""
-    admin = AdminClient(admin_config(bootstrap_servers, log_level=0))
+    :class:`~streamstate.errors.StreamsError` naming the topic when it does not exist.
+    ``client_config``'s connection settings (``security.protocol``, ``sasl.*``, ``ssl.*``)
+    are used to reach the cluster."""
+    settings = connection_settings(client_config or {})
+    # A metadata request naming a topic lets a broker with auto.create.topics.enable (Kafka's
+    # default) create it: a restore must never create topics, so creation is disallowed here.
+    settings["allow.auto.create.topics"] = False
+    admin = AdminClient(admin_config(bootstrap_servers, log_level=0, **settings))
     try:
         metadata = admin.list_topics(topic=topic, timeout=timeout_s)
     except KafkaException as exc:
@@ -111,11 +126,15 @@ def topic_partitions(bootstrap_servers: str, topic: str, timeout_s: float = 30.0
 
 
 def select_partitions(
-    bootstrap_servers: str, topic: str, partitions: Iterable[int] | None
+    bootstrap_servers: str,
+    topic: str,
+    partitions: Iterable[int] | None,
+    client_config: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """``partitions`` (default: all of ``topic``'s), sorted and checked against the topic;
-    raises :class:`~streamstate.errors.StreamsError` naming the topic and the missing ones."""
-    known = topic_partitions(bootstrap_servers, topic)
+    raises :class:`~streamstate.errors.StreamsError` naming the topic and the missing ones.
+    ``client_config``'s connection settings are used to reach the cluster."""
+    known = topic_partitions(bootstrap_servers, topic, client_config=client_config)
     wanted = sorted(set(known if partitions is None else partitions))
     missing = [p for p in wanted if p not in known]
     if missing:
@@ -246,6 +265,8 @@ def restore_topic(
     consumer_config: Mapping[str, Any] | None = None,
     checkpoint_interval_s: float = 5.0,
     stall_timeout_s: float = 120.0,
+    fetch: str | None = None,
+    parallelism: int | None = None,
 ) -> list[PartitionRestoreResult]:
     """Restores partitions of changelog ``topic`` into ``state_dir/NAME/<partition>/``.
 
@@ -256,18 +277,21 @@ def restore_topic(
     (:func:`~streamstate.clients.config.restore_consumer_config`). A checkpoint is written every
     ``checkpoint_interval_s`` seconds while restoring and at the end, so an interrupted run
     resumes close to where it stopped. A partition without progress for ``stall_timeout_s``
-    raises :class:`~streamstate.errors.ProcessorStateError` naming it.
+    raises :class:`~streamstate.errors.ProcessorStateError` naming it. ``fetch`` and
+    ``parallelism`` choose the read path
+    (:func:`~streamstate.clients.restore_consumer.open_restore_consumer`): by default
+    librdkafka driven from Rust, up to one partition per core at once.
 
     Returns one :class:`PartitionRestoreResult` per partition, in partition order.
     """
     name = store_name or topic
-    wanted = select_partitions(bootstrap_servers, topic, partitions)
+    wanted = select_partitions(bootstrap_servers, topic, partitions, consumer_config)
     if checkpoint_interval_s <= 0:
         raise ValueError(f"checkpoint_interval_s must be > 0, not {checkpoint_interval_s}")
 
     timing = _Timing(restore_listener)
     opened: list[_Partition] = []
-    consumer: Consumer | None = None
+    consumer: RestoreConsumer | None = None
     try:
         checkpoints: dict[int, int | None] = {}
         for p in wanted:
@@ -281,13 +305,17 @@ def restore_topic(
             part.written = checkpoints[p]
 
         config = restore_consumer_config(bootstrap_servers, eos=eos, **dict(consumer_config or {}))
-        consumer = Consumer(config)
+        consumer = open_restore_consumer(config, fetch=fetch, parallelism=parallelism)
         reader = StoreChangelogReader(
             consumer,
             restore_listener=timing,
             eos=eos,
             stall_timeout_s=stall_timeout_s,
-            max_poll_records=_MAX_POLL_RECORDS,
+            # Records of the Rust fetch never become Python objects: its calls may take many
+            # (the fetcher writes at most 16 MiB per partition at once either way).
+            max_poll_records=(
+                _MAX_FETCH_RECORDS if isinstance(consumer, ChangelogFetcher) else _MAX_POLL_RECORDS
+            ),
         )
         for part in opened:
             checkpoint = checkpoints[part.tp.partition]

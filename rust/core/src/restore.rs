@@ -92,6 +92,57 @@ where
     })
 }
 
+/// Where a batch came from, as far as it is known, to name in its errors and warnings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub topic: Option<String>,
+    pub partition: Option<i32>,
+    /// The first offset read and the last one below the end offset.
+    pub span: Option<(i64, i64)>,
+}
+
+impl Origin {
+    /// The origin of `records` (read for `end_offset`) from `topic` / `partition`.
+    pub fn of(
+        records: &[ChangelogRecord],
+        end_offset: i64,
+        topic: Option<String>,
+        partition: Option<i32>,
+    ) -> Self {
+        let first = records.first().map(|r| r.0);
+        let last = records.iter().rev().find(|r| r.0 < end_offset).map(|r| r.0);
+        Origin {
+            topic,
+            partition,
+            span: first.zip(last),
+        }
+    }
+
+    /// A failed step's error, naming the changelog partition and the offsets it was restoring.
+    pub fn locate(&self, mut e: CoreError) -> CoreError {
+        e.location.topic = e.location.topic.take().or_else(|| self.topic.clone());
+        e.location.partition = e.location.partition.or(self.partition);
+        if let Some((a, b)) = self.span {
+            e.reason = format!("restoring changelog offsets {a} to {b}: {}", e.reason);
+            e.location.offset = e.location.offset.or(Some(a));
+        }
+        e
+    }
+
+    /// Kafka Streams' warning for a null-key record skipped at `offset` while restoring `store`.
+    pub fn null_key_warning(&self, store: &str, offset: i64) -> String {
+        let changelog = match (&self.topic, self.partition) {
+            (Some(t), Some(p)) => format!("{t}-{p}"),
+            (Some(t), None) => t.clone(),
+            _ => "?".to_owned(),
+        };
+        format!(
+            "Read changelog record with null key from changelog {changelog} at offset \
+             {offset}, skipping it for restoration (store '{store}')"
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,5 +297,35 @@ mod tests {
         let err = process_next(&store, vec![rec(0, Some("k"), Some("v"))], 10).unwrap_err();
         assert_eq!(err.kind, ErrorKind::ProcessorState);
         assert_eq!(err.location.store_name.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn origin_names_the_changelog_and_the_offsets_in_errors_and_warnings() {
+        let records = vec![
+            rec(5, Some("a"), None),
+            rec(6, None, None),
+            rec(9, Some("b"), None),
+        ];
+        let origin = Origin::of(&records, 9, Some("app-s-changelog".into()), Some(2));
+        assert_eq!(origin.span, Some((5, 6)));
+        let e = origin.locate(CoreError::new(ErrorKind::ProcessorState, "disk full").in_store("s"));
+        assert_eq!(e.reason, "restoring changelog offsets 5 to 6: disk full");
+        assert_eq!(
+            (
+                e.location.topic.as_deref(),
+                e.location.partition,
+                e.location.offset
+            ),
+            (Some("app-s-changelog"), Some(2), Some(5))
+        );
+        assert_eq!(
+            origin.null_key_warning("s", 6),
+            "Read changelog record with null key from changelog app-s-changelog-2 at offset 6, \
+             skipping it for restoration (store 's')"
+        );
+        assert_eq!(Origin::default().locate(e.clone()), e);
+        assert!(Origin::default()
+            .null_key_warning("s", 1)
+            .contains("changelog ? at offset 1"));
     }
 }

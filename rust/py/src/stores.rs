@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -17,15 +17,14 @@ use pyo3::types::{PyBytes, PyTuple, PyType};
 use pyo3_arrow::PyRecordBatch;
 use streamstate_core::arrow_decode;
 use streamstate_core::error::CoreError;
-use streamstate_core::restore::{self, ChangelogRecord};
+use streamstate_core::restore::{self, ChangelogRecord, Origin};
 use streamstate_core::store::{
     Cursor, InMemoryKeyValueStore as CoreInMemory, KeyValueStore,
     PersistentKeyValueStore as CorePersistent, WriteOp, PAGE_SIZE,
 };
 
 use crate::errors::{guard, IntoPyResult};
-use crate::message::MessageMethods;
-use crate::records::ConsumerRecord;
+use crate::message::RecordReader;
 
 /// A store shared between its Python object, its iterators and batch work off the GIL.
 type Shared = Arc<dyn KeyValueStore>;
@@ -303,7 +302,7 @@ impl KeyValueIterator {
 }
 
 /// The shared core store behind a Python store object.
-fn shared_store(obj: &Bound<'_, PyAny>) -> PyResult<Shared> {
+pub(crate) fn shared_store(obj: &Bound<'_, PyAny>) -> PyResult<Shared> {
     if let Ok(s) = obj.cast::<InMemoryKeyValueStore>() {
         return Ok(s.get().inner.clone());
     }
@@ -367,93 +366,6 @@ impl RestoredBatch {
 
 static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// Reads records: a `ConsumerRecord`, a `confluent_kafka.Message`, or any object with
-/// `offset`, `key` and `value` attributes.
-struct Reader<'py, 'a> {
-    py: Python<'py>,
-    message_cls: Option<&'a Bound<'py, PyType>>,
-    methods: Option<&'a MessageMethods>,
-}
-
-/// One record's Python key and value, not yet copied.
-struct RawRecord<'py> {
-    offset: i64,
-    key: Bound<'py, PyAny>,
-    value: Bound<'py, PyAny>,
-}
-
-impl<'py> Reader<'py, '_> {
-    fn message_methods(&self, item: &Bound<'py, PyAny>) -> Option<&MessageMethods> {
-        self.methods.filter(|_| {
-            self.message_cls
-                .is_some_and(|cls| item.is_exact_instance(cls))
-        })
-    }
-
-    /// The offset alone: records at or past the end offset need nothing else.
-    fn offset(&self, item: &Bound<'py, PyAny>) -> PyResult<i64> {
-        if let Ok(rec) = item.cast::<ConsumerRecord>() {
-            return Ok(rec.get().offset);
-        }
-        if let Some(m) = self.message_methods(item) {
-            let error = m.call(self.py, &m.error, item)?;
-            if !error.is_none() {
-                return Err(PyValueError::new_err(format!(
-                    "a consumer message carries an error, not a changelog record: {}",
-                    error.str()?
-                )));
-            }
-            return m.call(self.py, &m.offset, item)?.extract();
-        }
-        item.getattr(intern!(self.py, "offset"))?.extract()
-    }
-
-    fn key_value(&self, item: &Bound<'py, PyAny>, offset: i64) -> PyResult<RawRecord<'py>> {
-        if let Ok(rec) = item.cast::<ConsumerRecord>() {
-            let r = rec.get();
-            return Ok(RawRecord {
-                offset,
-                key: r.key.bind(self.py).clone(),
-                value: r.value.bind(self.py).clone(),
-            });
-        }
-        if let Some(m) = self.message_methods(item) {
-            return Ok(RawRecord {
-                offset,
-                key: m.call(self.py, &m.key, item)?,
-                value: m.call(self.py, &m.value, item)?,
-            });
-        }
-        Ok(RawRecord {
-            offset,
-            key: item.getattr(intern!(self.py, "key"))?,
-            value: item.getattr(intern!(self.py, "value"))?,
-        })
-    }
-
-    /// The topic and partition of a record, for messages; `None` where they cannot be read.
-    fn topic_partition(&self, item: &Bound<'py, PyAny>) -> (Option<String>, Option<i32>) {
-        if let Ok(rec) = item.cast::<ConsumerRecord>() {
-            let r = rec.get();
-            return (r.topic.bind(self.py).extract().ok(), Some(r.partition));
-        }
-        let (topic, partition) = match self.message_methods(item) {
-            Some(m) => (
-                m.call(self.py, &m.topic, item).ok(),
-                m.call(self.py, &m.partition, item).ok(),
-            ),
-            None => (
-                item.getattr(intern!(self.py, "topic")).ok(),
-                item.getattr(intern!(self.py, "partition")).ok(),
-            ),
-        };
-        (
-            topic.and_then(|t| t.extract().ok()),
-            partition.and_then(|p| p.extract().ok()),
-        )
-    }
-}
-
 /// A key or value copied out of its Python object: `None`, or the bytes.
 fn copy_bytes(obj: &Bound<'_, PyAny>, what: &str, offset: i64) -> PyResult<Option<Vec<u8>>> {
     if obj.is_none() {
@@ -483,13 +395,7 @@ fn process_next(
             let batch: PyRecordBatch = records.extract()?;
             return process_arrow(py, &shared, batch.into_inner(), end_offset);
         }
-        let message = MessageMethods::get(py)?;
-        let (message_cls, methods) = (message.map(|m| m.0), message.map(|m| m.1));
-        let reader = Reader {
-            py,
-            message_cls,
-            methods,
-        };
+        let reader = RecordReader::new(py, "changelog record")?;
         // Copy every key and value out while holding the GIL; the batch is then written
         // without it. Reading stops at the first record at or past the end: the core stops
         // there too, and its key and value would be copied for nothing.
@@ -505,30 +411,23 @@ fn process_next(
                 batch.push((offset, None, None));
                 break;
             }
-            let raw = reader.key_value(&item, offset)?;
+            let (key, value) = reader.key_value(&item)?;
             batch.push((
-                raw.offset,
-                copy_bytes(&raw.key, "key", raw.offset)?,
-                copy_bytes(&raw.value, "value", raw.offset)?,
+                offset,
+                copy_bytes(&key, "key", offset)?,
+                copy_bytes(&value, "value", offset)?,
             ));
         }
-        let span = offset_span(&batch, end_offset);
-        let store_for_batch = shared.clone();
-        let outcome =
-            py.detach(move || restore::process_next(&*store_for_batch, batch, end_offset));
         let (topic, partition) = first
             .as_ref()
             .map(|f| reader.topic_partition(f))
             .unwrap_or((None, None));
-        finish(py, &shared, outcome, topic, partition, span)
+        let origin = Origin::of(&batch, end_offset, topic, partition);
+        let store_for_batch = shared.clone();
+        let outcome =
+            py.detach(move || restore::process_next(&*store_for_batch, batch, end_offset));
+        finish(py, &shared, outcome, &origin)
     })
-}
-
-/// The first offset read and the last one below the end, to name in errors.
-fn offset_span(batch: &[ChangelogRecord], end_offset: i64) -> Option<(i64, i64)> {
-    let first = batch.first().map(|r| r.0)?;
-    let last = batch.iter().rev().find(|r| r.0 < end_offset).map(|r| r.0)?;
-    Some((first, last))
 }
 
 /// `process_next` over an Arrow batch with Spark's Kafka columns: copying the keys and values
@@ -540,20 +439,17 @@ fn process_arrow(
     end_offset: i64,
 ) -> PyResult<RestoredBatch> {
     let store_for_batch = shared.clone();
-    let (outcome, origin, span) = py.detach(move || {
+    let (outcome, origin) = py.detach(move || {
         let (records, origin) = match arrow_decode::changelog_records(&batch, end_offset) {
             Ok(found) => found,
-            Err(e) => return (Err(e.in_store(store_for_batch.name())), None, None),
+            Err(e) => return (Err(e.in_store(store_for_batch.name())), Origin::default()),
         };
-        let span = offset_span(&records, end_offset);
+        let (topic, partition) = origin.unzip();
+        let origin = Origin::of(&records, end_offset, topic, partition);
         let outcome = restore::process_next(&*store_for_batch, records, end_offset);
-        (outcome, origin, span)
+        (outcome, origin)
     });
-    let (topic, partition) = match origin {
-        Some((t, p)) => (Some(t), Some(p)),
-        None => (None, None),
-    };
-    finish(py, shared, outcome, topic, partition, span)
+    finish(py, shared, outcome, &origin)
 }
 
 /// Locates an error of the batch, logs its null-key records and builds the `RestoredBatch`.
@@ -561,28 +457,11 @@ fn finish(
     py: Python<'_>,
     shared: &Shared,
     outcome: Result<restore::ProcessNext, CoreError>,
-    topic: Option<String>,
-    partition: Option<i32>,
-    span: Option<(i64, i64)>,
+    origin: &Origin,
 ) -> PyResult<RestoredBatch> {
-    let outcome = outcome.map_err(|mut e: CoreError| {
-        e.location.topic = e.location.topic.take().or_else(|| topic.clone());
-        e.location.partition = e.location.partition.or(partition);
-        if let Some((a, b)) = span {
-            e.reason = format!("restoring changelog offsets {a} to {b}: {}", e.reason);
-            e.location.offset = e.location.offset.or(Some(a));
-        }
-        e
-    });
-    let outcome = outcome.py_err(py)?;
+    let outcome = outcome.map_err(|e| origin.locate(e)).py_err(py)?;
     if !outcome.null_key_offsets.is_empty() {
-        warn_null_keys(
-            py,
-            shared.name(),
-            topic.as_deref(),
-            partition,
-            &outcome.null_key_offsets,
-        );
+        warn_null_keys(py, shared.name(), origin, &outcome.null_key_offsets);
     }
     let b = outcome.batch;
     Ok(RestoredBatch {
@@ -594,18 +473,7 @@ fn finish(
 
 /// Kafka Streams' warning for each skipped null-key record, on the `streamstate.changelog`
 /// logger (the changelog reader's).
-fn warn_null_keys(
-    py: Python<'_>,
-    store: &str,
-    topic: Option<&str>,
-    partition: Option<i32>,
-    offsets: &[i64],
-) {
-    let changelog = match (topic, partition) {
-        (Some(t), Some(p)) => format!("{t}-{p}"),
-        (Some(t), None) => t.to_owned(),
-        _ => "?".to_owned(),
-    };
+pub(crate) fn warn_null_keys(py: Python<'_>, store: &str, origin: &Origin, offsets: &[i64]) {
     let logger = LOGGER.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
         Ok(py
             .import("logging")?
@@ -613,14 +481,11 @@ fn warn_null_keys(
             .unbind())
     });
     let Ok(logger) = logger else { return };
-    for offset in offsets {
+    for &offset in offsets {
         // A failing logging call must not fail a restore that has already been applied.
         let _ = logger.bind(py).call_method1(
             intern!(py, "warning"),
-            (format!(
-                "Read changelog record with null key from changelog {changelog} at offset \
-                 {offset}, skipping it for restoration (store '{store}')"
-            ),),
+            (origin.null_key_warning(store, offset),),
         );
     }
 }

@@ -24,6 +24,9 @@ use crate::error::{CoreError, ErrorKind, Result};
 /// The database's directory inside the store's directory (which also holds the `.checkpoint`).
 pub const DB_DIR: &str = "fjall";
 
+/// The file fjall writes last when it creates a database (fjall's `VERSION_MARKER`).
+const VERSION_MARKER: &str = "version";
+
 /// The one keyspace of a store's database.
 const KEYSPACE: &str = "kv";
 
@@ -66,6 +69,18 @@ impl PersistentKeyValueStore {
         let fail =
             |reason: String| CoreError::new(ErrorKind::ProcessorState, reason).in_store(&name);
         let db_dir = dir.join(DB_DIR);
+        // fjall writes its version marker last when it creates a database, and opens none
+        // without it: a directory without the marker is a creation that a crash interrupted
+        // (no open ever returned, so nothing was ever written to it), and fjall would fail on
+        // it with "File exists" forever. It is started again instead.
+        if db_dir.is_dir() && !db_dir.join(VERSION_MARKER).exists() {
+            std::fs::remove_dir_all(&db_dir).map_err(|e| {
+                fail(format!(
+                    "cannot remove the interrupted creation of the store in {}: {e}",
+                    db_dir.display()
+                ))
+            })?;
+        }
         std::fs::create_dir_all(&db_dir).map_err(|e| {
             fail(format!(
                 "cannot create the store directory {}: {e}",
@@ -300,6 +315,25 @@ mod tests {
     fn open(tag: &str) -> (PersistentKeyValueStore, PathBuf) {
         let dir = tempdir(tag);
         (PersistentKeyValueStore::open("p", &dir).unwrap(), dir)
+    }
+
+    #[test]
+    fn a_creation_interrupted_by_a_crash_is_started_again() {
+        // What a SIGKILL during fjall's creation of a database leaves (seen in the restore
+        // crash test): the lock, the keyspaces folder and a journal, but no version marker.
+        let dir = tempdir("interrupted");
+        let db = dir.join(DB_DIR);
+        std::fs::create_dir_all(db.join("keyspaces")).unwrap();
+        std::fs::write(db.join("lock"), b"").unwrap();
+        std::fs::write(db.join("0.jnl"), vec![0u8; 4096]).unwrap();
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        s.put(b"k", b"v").unwrap();
+        s.flush().unwrap();
+        drop(s);
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        assert_eq!(s.get(b"k").unwrap(), Some(b"v".to_vec()));
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
