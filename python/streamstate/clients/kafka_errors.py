@@ -12,27 +12,43 @@ kinds Kafka Streams tells apart, each handled the same way wherever it shows up:
   read yet. librdkafka reports ``_AUTO_OFFSET_RESET`` when ``auto.offset.reset=error`` forbids a
   reset; a raw ``OFFSET_OUT_OF_RANGE`` counts too in case a client version surfaces that code.
 * ``TASK_MIGRATED``: this member no longer owns its partitions (Java's ``CommitFailedException``
-  and a fenced producer, which Kafka Streams turns into ``TaskMigratedException``).
+  and ``RebalanceInProgressException`` on commit, and a fenced producer, which Kafka Streams
+  turns into ``TaskMigratedException``).
 * ``RETRIABLE``: worth trying again (librdkafka's *retriable* flag, or a code of
   :data:`RETRIABLE_CODES`, such as a partition not yet in the metadata).
 * ``OTHER``: anything else.
+
+Under exactly-once a transactional producer's failures have kinds of their own, which
+:func:`classify_transaction` tells apart (:class:`TransactionErrorKind`): a *fenced* producer
+(another producer took its ``transactional.id``, its epoch is stale, or any other fatal producer
+error: the instance must be replaced), the group having moved on (the offsets could not join the
+transaction), an *abortable* transaction, and a retriable failure.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
 __all__ = [
+    "FENCED_CODES",
     "INVALID_OFFSET_CODES",
     "RETRIABLE_CODES",
     "TASK_MIGRATED_CODES",
     "ErrorKind",
+    "TransactionErrorKind",
     "classify",
+    "classify_transaction",
     "error_text",
+    "kafka_call",
     "kafka_error",
 ]
+
+_T = TypeVar("_T")
 
 
 class ErrorKind(enum.Enum):
@@ -53,6 +69,7 @@ TASK_MIGRATED_CODES = frozenset(
     {
         KafkaError.ILLEGAL_GENERATION,
         KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
         KafkaError.PRODUCER_FENCED,
         KafkaError.INVALID_PRODUCER_EPOCH,
     }
@@ -75,6 +92,55 @@ RETRIABLE_CODES = frozenset(
 )
 """Codes worth retrying even when librdkafka does not flag them retriable: as in Kafka Streams,
 a changelog partition that is not (yet) in the metadata is waited for, not failed at once."""
+
+
+FENCED_CODES = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError._FATAL,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    }
+)
+"""Codes meaning "this transactional producer can write no more" (Kafka's
+``ProducerFencedException`` and ``InvalidProducerEpochException``; librdkafka reports a fence
+as the fatal ``_FENCED``, and later calls fail with ``_FATAL``)."""
+
+_GROUP_MOVED_ON_CODES = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.FENCED_INSTANCE_ID,
+    }
+)
+
+
+class TransactionErrorKind(enum.Enum):
+    """The kinds of :func:`classify_transaction`, in the order it checks them."""
+
+    PRODUCER_FENCED = "producer fenced"
+    TASK_MIGRATED = "task migrated"
+    ABORTABLE = "abortable"
+    RETRIABLE = "retriable"
+    OTHER = "other"
+
+
+def classify_transaction(error: KafkaError) -> TransactionErrorKind:
+    """What a transactional producer's ``error`` means (see the module doc): Kafka Streams
+    handles ``PRODUCER_FENCED`` and ``TASK_MIGRATED`` as task migration (the first also replaces
+    the producer), aborts an ``ABORTABLE`` transaction and re-processes its records, and retries
+    a ``RETRIABLE`` call."""
+    code = error.code()
+    if error.fatal() or code in FENCED_CODES:
+        return TransactionErrorKind.PRODUCER_FENCED
+    if code in _GROUP_MOVED_ON_CODES:
+        return TransactionErrorKind.TASK_MIGRATED
+    if error.txn_requires_abort():
+        return TransactionErrorKind.ABORTABLE
+    if error.retriable() or code in RETRIABLE_CODES:
+        return TransactionErrorKind.RETRIABLE
+    return TransactionErrorKind.OTHER
 
 
 def classify(error: KafkaError) -> ErrorKind:
@@ -104,3 +170,24 @@ def error_text(exc: KafkaException) -> str:
     """librdkafka's description of what ``exc`` carries, else ``str(exc)``."""
     error = kafka_error(exc)
     return error.str() if error is not None else str(exc)
+
+
+def kafka_call(call: Callable[..., _T], *args: Any) -> _T:
+    """``call(*args)``, a confluent-kafka client method, with a stray ``KafkaError`` it raises
+    turned into the ``KafkaException`` it should have been.
+
+    confluent-kafka 2.16's ``Producer.flush`` raises the bare ``KafkaError`` object (not an
+    exception) when the producer hit a fatal error and messages carry delivery callbacks: a
+    transactional producer fenced while its partitions were being added to the transaction.
+    Python lets C code raise it; no ``except`` clause naming a class catches it, so it would
+    pass every handler and end the calling thread without a word.
+    """
+    try:
+        return call(*args)
+    except BaseException:
+        raise
+    except:  # the one clause that catches a raised object that is no exception
+        stray: object = sys.exc_info()[1]
+        if isinstance(stray, KafkaError):
+            raise KafkaException(stray) from None
+        raise
