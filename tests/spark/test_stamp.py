@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 import pytest
+from pyspark.sql import Observation
+from tests.spark._queues import record_queues, stamped_rows
 
-from streamstate import RecordQueue
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import BytesDeserializer, JsonDeserializer, LongDeserializer
 from streamstate.spark import kafka_source_schema, stamp
@@ -54,56 +55,38 @@ def test_stamp_over_the_kafka_source_matches_record_queue(
         .option("subscribe", topic)
         .load()
     )
-    rows = stamp(
-        raw,
-        key_deserializer=LongDeserializer(),
-        value_deserializer=JsonDeserializer(),
-        timestamp_extractor=extractor,
-        deserialization_exception_handler="continue",
-        value_schema=VALUE_DDL,
-        strategy="as_is",
-    ).collect()
-    got = {
-        (r.partition, r.offset): (
-            r.timestamp,
-            r.key,
-            r.value.asDict(recursive=True),
-            r.partition_time,
-        )
-        for r in rows
-    }
-
-    consumer = kafka.consumer()
-    consumer.subscribe([topic])
-    messages: list[Any] = []
-    while len(messages) < n:
-        batch = consumer.consume(num_messages=n, timeout=5.0)
-        assert batch, "the consumer read nothing"
-        messages.extend(m for m in batch if m.error() is None)
-    expected = {}
-    for partition in (0, 1):
-        queue = RecordQueue(
-            topic,
-            partition,
+    strategies: tuple[Literal["as_is", "sort", "group"], ...] = ("as_is", "sort", "group")
+    results = {}
+    for strategy in strategies:
+        observation = Observation(f"dropped_{strategy}")
+        rows = stamp(
+            raw,
             key_deserializer=LongDeserializer(),
             value_deserializer=JsonDeserializer(),
             timestamp_extractor=extractor,
             deserialization_exception_handler="continue",
-        )
-        mine = sorted((m for m in messages if m.partition() == partition), key=lambda m: m.offset())
-        queue.add_raw_records(mine)
-        partition_time = -1
-        while (rec := queue.poll()) is not None:
-            partition_time = max(partition_time, rec.timestamp)
-            value = rec.value
-            as_struct = {
-                "id": value.get("id"),
-                "meta": {"ts": value["meta"].get("ts"), "source": value["meta"].get("source")},
-                "tags": value.get("tags"),
-            }
-            expected[(partition, rec.offset)] = (rec.timestamp, rec.key, as_struct, partition_time)
-    assert got == expected
-    assert 100 < len(got) < n  # some dropped: malformed, missing and negative timestamps
+            value_schema=VALUE_DDL,
+            strategy=strategy,
+            observe=observation,
+        ).collect()
+        results[strategy] = (stamped_rows(rows), observation.get)
+
+    expected, dropped = record_queues(
+        kafka,
+        topic,
+        extractor,
+        lambda value: {
+            "id": value.get("id"),
+            "meta": {"ts": value["meta"].get("ts"), "source": value["meta"].get("source")},
+            "tags": value.get("tags"),
+        },
+    )
+    assert 100 < len(expected) < n  # some dropped: malformed, missing and negative timestamps
+    assert dropped["deserialization_error"] > 0 and dropped["negative_timestamp"] > 0
+    for strategy, (got, observed) in results.items():
+        assert got == expected, strategy
+        # The observe metrics of a batch query: the drops by reason, as the queues count them.
+        assert observed == {**dropped, "total": sum(dropped.values())}, strategy
 
 
 def _kafka_frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:

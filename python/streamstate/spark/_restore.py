@@ -5,8 +5,10 @@ persistent store and its ``.checkpoint``) with the same Rust ``process_next``:
 
 * ``feed="consumer"`` (the default): each Spark task restores its partition with
   :func:`streamstate.topic_restore.restore_topic`, i.e. the full ``StoreChangelogReader``
-  (its own confluent-kafka restore consumer, checkpoint handling, invalid-offset wipes, stall
-  timeout). A retried task resumes from the checkpoint its failed attempt left.
+  (its own restore consumer — the changelog fetch in Rust unless ``fetch="confluent"`` —,
+  checkpoint handling, invalid-offset wipes, stall timeout): the same path as ``streamstate
+  restore``, with Spark's tasks in place of the fetcher's threads. A retried task resumes from
+  the checkpoint its failed attempt left.
 * ``feed="kafka_source"``: the driver reads the checkpoints and the offsets, Spark's Kafka
   source reads each partition's range, and each task hands the Arrow batches it receives
   straight to ``process_next``.
@@ -58,6 +60,7 @@ class _Job:
     state_dir: str
     name: str
     eos: bool
+    fetch: str | None = None
 
 
 def restore_changelogs(
@@ -70,6 +73,7 @@ def restore_changelogs(
     partitions: Iterable[int] | None = None,
     eos: bool = False,
     feed: str = "consumer",
+    fetch: str | None = None,
 ) -> list[dict[str, Any]]:
     """Restores the partitions of changelog ``topic`` (default: all) into
     ``state_dir/NAME/<partition>/`` in parallel, one Spark task per partition.
@@ -78,6 +82,8 @@ def restore_changelogs(
     ``streamstate restore --json``'s per-partition dicts (``partition``, ``start_offset``,
     ``end_offset``, ``restored``, ``seconds``), in partition order. A task's failure fails the
     job with the task's error (a ``ProcessorStateError`` naming the partition, for instance).
+    ``fetch`` chooses the read path of ``feed="consumer"`` (``"rust"``, the default, or
+    ``"confluent"``; see :func:`~streamstate.clients.restore_consumer.open_restore_consumer`).
     """
     from streamstate.state.topic_restore import select_partitions
 
@@ -85,7 +91,7 @@ def restore_changelogs(
         raise ValueError(f"feed must be one of {_FEEDS}, not {feed!r}")
     name = store_name or topic
     wanted = select_partitions(bootstrap_servers, topic, partitions)
-    job = _Job(bootstrap_servers, topic, str(Path(state_dir).absolute()), name, eos)
+    job = _Job(bootstrap_servers, topic, str(Path(state_dir).absolute()), name, eos, fetch)
     rows = (_by_consumer if feed == "consumer" else _by_kafka_source)(spark, job, wanted)
     return sorted(rows, key=lambda r: int(r["partition"]))
 
@@ -102,6 +108,9 @@ def _by_consumer(spark: SparkSession, job: _Job, wanted: list[int]) -> list[dict
                 store_name=job.name,
                 partitions=[partition],
                 eos=job.eos,
+                fetch=job.fetch,
+                # One Spark task, one partition, one core: the fetcher needs no more threads.
+                parallelism=1,
             ):
                 yield result.to_dict()
 

@@ -7,12 +7,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamstate._maven import cache_dir, resolve_jars
+from streamstate._maven import MavenError, cache_dir, resolve_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["kafka_connector_jars", "local_session"]
+__all__ = ["TESTED_SPARK_VERSIONS", "kafka_connector_jars", "local_session"]
+
+# The pyspark versions CI runs the Spark suites with: the `spark` extra allows exactly these.
+# Their Kafka connectors resolve from Maven Central as reached from the project's machines;
+# 4.0.1-4.0.5, 4.1.0, 4.1.2+, 4.2.1 and 4.3.0 do not (spark-token-provider-kafka-0-10 or the
+# connector itself is missing there).
+TESTED_SPARK_VERSIONS = ("4.0.0",)
 
 
 def _spark_version() -> str:
@@ -23,12 +29,27 @@ def _spark_version() -> str:
 
 def kafka_connector_jars(spark_version: str | None = None) -> list[Path]:
     """Jars of ``spark-sql-kafka-0-10_2.13`` matching the installed pyspark, fetched with Maven
-    into the streamstate cache (once)."""
+    into the streamstate cache (once).
+
+    Raises :class:`~streamstate._maven.MavenError` naming the fix when Maven cannot resolve the
+    connector of that version (Spark needs the connector of exactly its own version).
+    """
     import pyspark
 
     version = spark_version or _spark_version()
     coordinate = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
-    jars = resolve_jars([coordinate], cache_dir() / "spark-kafka" / version)
+    try:
+        jars = resolve_jars([coordinate], cache_dir() / "spark-kafka" / version)
+    except MavenError as exc:
+        raise MavenError(
+            f"{exc}\n\nSpark's Kafka connector must be the installed pyspark's own version "
+            f"({version}), and Maven could not resolve it. Fix: install a pyspark whose "
+            f"connector resolves — streamstate tests pyspark {', '.join(TESTED_SPARK_VERSIONS)} "
+            f"(pip install 'pyspark=={TESTED_SPARK_VERSIONS[-1]}', or pip install "
+            f"'streamstate[spark]', which allows only those) — or make the artifact reachable "
+            f"to Maven (a repository or mirror in ~/.m2/settings.xml), or give Spark the "
+            f"connector jars yourself (spark.jars)."
+        ) from exc
     # Maven also copies what Spark itself ships (scala-library, slf4j, hadoop client, ...), in
     # other versions; two copies of one library on the classpath is a conflict waiting to
     # happen, so keep only the artifacts Spark lacks.

@@ -3,7 +3,9 @@
 Each Kafka partition is stamped whole and in offset order by one Rust ``Stamper`` per Spark
 task: deserialize key and value, extract the timestamp with the current partition time, drop
 records with a negative timestamp (or a deserialization error under ``"continue"``), and emit
-the admitted records with the partition time after each. See ``docs/spark-stamp.md``.
+the admitted records with the partition time after each. See ``docs/spark-stamp.md``; on
+streaming DataFrames the partition state lives in Spark's state store instead
+(``_streaming_stamp``, ``docs/spark-streaming.md``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ import pyarrow as pa
 
 from streamstate._core import Stamper
 from streamstate.serde import BytesDeserializer, Deserializer, StringDeserializer
+from streamstate.spark._chunks import conform, spark_arrow_schema
 from streamstate.spark._decode import SPARK_TYPES
+from streamstate.spark._metrics import (
+    DEFAULT,
+    DROP_COLUMNS,
+    counted,
+    drop_counts,
+    observe_summary_rows,
+    resolve_observation,
+    with_drop_columns,
+)
 from streamstate.timestamps import FailOnInvalidTimestamp, TimestampExtractor
 
 if TYPE_CHECKING:
@@ -113,6 +125,7 @@ def stamp(
     deserialization_exception_handler: Literal["fail", "continue"] = "fail",
     value_schema: str | DataType | None = None,
     strategy: Strategy = "sort",
+    observe: Any = DEFAULT,
 ) -> DataFrame:
     """Stamps a DataFrame in Spark's Kafka source schema with Kafka Streams' RecordQueue rules.
 
@@ -128,14 +141,30 @@ def stamp(
     JSON text. Only the built-in serdes and extractors are supported (they run in Rust); any
     other object raises ``TypeError``.
 
-    ``strategy`` picks how each Kafka partition reaches one Rust stamper whole and in order:
-    ``"sort"`` (default) hash-partitions by (topic, partition) and sorts by offset, then streams
-    Arrow batches (``mapInArrow``); ``"group"`` uses ``groupBy(topic, partition).applyInArrow``
-    (a whole Kafka partition in memory at once); ``"as_is"`` skips the shuffle and trusts that
-    every Spark partition already holds whole Kafka partitions in offset order — true for
-    Spark's Kafka batch source *without* ``minPartitions`` / ``maxRecordsPerPartition``.
+    On a **streaming** DataFrame (``spark.readStream.format("kafka")``) each Kafka partition's
+    partition time and drop counts live in Spark's state store (``applyInPandasWithState``
+    keyed by topic and partition), so every micro-batch continues where the last one stopped,
+    also after a restart from the checkpoint: the result equals one RecordQueue reading each
+    partition from its first record. The query must use the ``append`` output mode;
+    ``strategy`` does not apply. See ``docs/spark-streaming.md``.
+
+    On a batch DataFrame, ``strategy`` picks how each Kafka partition reaches one Rust stamper
+    whole and in order: ``"sort"`` (default) hash-partitions by (topic, partition) and sorts by
+    offset, then streams Arrow batches (``mapInArrow``); ``"group"`` uses
+    ``groupBy(topic, partition).applyInArrow`` (a whole Kafka partition in memory at once);
+    ``"as_is"`` skips the shuffle and trusts that every Spark partition already holds whole
+    Kafka partitions in offset order — true for Spark's Kafka batch source *without*
+    ``minPartitions`` / ``maxRecordsPerPartition``.
+
+    ``observe`` reports dropped records through Spark's ``observe`` metrics, as a row with
+    ``deserialization_error``, ``negative_timestamp`` and ``total``: a name (streams: read
+    ``query.lastProgress["observedMetrics"][name]`` per micro-batch) or a
+    ``pyspark.sql.Observation`` (batch: ``observation.get`` after an action), or ``None`` for
+    none. The default is ``"dropped_records"`` on streaming DataFrames and ``None`` on batch
+    ones. Two observations of one query need different names.
     """
     from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import LongType, StructField, StructType
 
     key_spec = _spec(key_deserializer, "deserializer", Deserializer)
     value_spec = _spec(value_deserializer, "deserializer", Deserializer)
@@ -152,6 +181,7 @@ def stamp(
         raise ValueError(
             f"stamp() needs Spark's Kafka source columns; missing {missing} in {df.columns}"
         )
+    observation = resolve_observation(observe, df.isStreaming)
 
     if value_schema is None:
         value_type = _parse_type(_NATURAL_SPARK_TYPES[value_spec[0]])
@@ -162,43 +192,60 @@ def stamp(
     schema = _output_schema(key_spec[0], value_type)
     handler = deserialization_exception_handler
     # Checks the configuration on the driver, where a mistake is cheap to report.
-    target = Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type).schema
+    Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type)
     columns = df.select(*_KAFKA_COLUMNS)
 
     def new_stamper() -> Any:
         return Stamper(key_spec, value_spec, extractor_spec, handler, arrow_value_type)
 
-    def conform(batch: pa.RecordBatch, expected: pa.Schema) -> pa.RecordBatch:
-        return batch if batch.schema == expected else batch.cast(expected)
+    expected = spark_arrow_schema(df.sparkSession, schema)
+
+    if df.isStreaming:
+        from streamstate.spark._streaming_stamp import stamp_stream
+
+        return stamp_stream(columns, new_stamper, schema, expected, observation)
+
+    if observation is not None:
+        schema = StructType([*schema.fields, *(StructField(c, LongType()) for c in DROP_COLUMNS)])
+        expected = with_drop_columns(expected)
+
+    def stamped(
+        stamper: Any, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[tuple[pa.RecordBatch, tuple[int, ...]]]:
+        """Each batch's output with the drops stamping it caused."""
+        before = drop_counts(stamper.dropped_records())
+        for batch in batches:
+            out = stamper.stamp(batch)
+            after = drop_counts(stamper.dropped_records()) if observation is not None else before
+            yield out, tuple(a - b for a, b in zip(after, before, strict=True))
+            before = after
+
+    def outputs(stamper: Any, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if observation is None:
+            for out, _ in stamped(stamper, batches):
+                if out.num_rows:
+                    yield conform(out, expected)
+        else:
+            for out in counted(stamped(stamper, batches), expected):
+                yield conform(out, expected)
 
     if strategy == "group":
 
         def stamp_group(table: pa.Table) -> pa.Table:
-            stamper = new_stamper()
-            outs = [stamper.stamp(b) for b in table.sort_by("offset").to_batches()]
-            return pa.Table.from_batches([o for o in outs if o.num_rows], schema=target)
+            batches = table.sort_by("offset").to_batches()
+            return pa.Table.from_batches(list(outputs(new_stamper(), batches)), schema=expected)
 
-        return columns.groupBy("topic", "partition").applyInArrow(stamp_group, schema)
+        grouped = columns.groupBy("topic", "partition").applyInArrow(stamp_group, schema)
+        return grouped if observation is None else observe_summary_rows(grouped, observation)
 
     if strategy == "sort":
         partitions = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200")
         columns = columns.repartition(partitions, "topic", "partition").sortWithinPartitions(
             "topic", "partition", "offset"
         )
-    large = (
-        str(df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false"))
-        .strip()
-        .lower()
-        == "true"
-    )
-    expected: pa.Schema = to_arrow_type(schema, prefers_large_types=large)
-    expected = pa.schema(list(expected))
 
     def stamp_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        stamper = new_stamper()
-        for batch in batches:
-            out = stamper.stamp(batch)
-            if out.num_rows:
-                yield conform(out, expected)
+        return outputs(new_stamper(), batches)
 
-    return columns.mapInArrow(stamp_batches, schema)
+    mapped = columns.mapInArrow(stamp_batches, schema)
+    return mapped if observation is None else observe_summary_rows(mapped, observation)

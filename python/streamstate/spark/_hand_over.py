@@ -1,0 +1,95 @@
+"""``hand_over``: lets a ``StreamsApp`` continue where a ``process`` query stopped.
+
+The query's changelog rows give the app its stores back (it restores them as after any move of
+its tasks); what it still needs is *where* to continue. Spark never commits offsets to Kafka:
+its progress lives in the query's checkpoint, in each task's state. ``hand_over`` reads that
+state (Spark's ``statestore`` data source, the last committed micro-batch) and commits, for the
+consumer group ``application.id``, the offset after the last record each source partition
+processed, with the partition time as commit metadata — what a ``StreamsApp`` commits itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaException
+
+from streamstate.app.config import StreamsConfig
+from streamstate.app.task import encode_partition_time
+from streamstate.errors import StreamsError
+from streamstate.records import NOT_KNOWN, TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["hand_over"]
+
+
+def hand_over(
+    spark: SparkSession, checkpoint_location: str, config: Mapping[str, Any]
+) -> dict[tuple[str, int], int]:
+    """Commits the offsets a stopped ``process`` query has processed for ``application.id``.
+
+    ``checkpoint_location`` is the query's; ``config`` the ``StreamsApp``'s (``application.id``
+    and ``bootstrap.servers`` are used). No member of the group may be running: Kafka refuses
+    commits from outside an active group. Returns ``{(topic, partition): offset committed}``;
+    a partition the query has read nothing of is left as it is.
+    """
+    cfg = StreamsConfig.from_mapping(config)
+    state = spark.read.format("statestore").load(checkpoint_location)
+    queues = _queues_column(state.schema)
+    if queues is None:
+        raise StreamsError(
+            f"{checkpoint_location} is not the checkpoint of a streamstate.spark.process query "
+            f"(its state has no record queues: {state.schema.simpleString()})"
+        )
+    offsets: list[TopicPartition] = []
+    committed: dict[tuple[str, int], int] = {}
+    for row in state.select(queues).collect():
+        for queue in json.loads(row[0] or "[]"):
+            if queue["last_offset"] < 0:
+                continue
+            topic, partition = str(queue["topic"]), int(queue["partition"])
+            next_offset = int(queue["last_offset"]) + 1
+            partition_time = int(queue["partition_time"])
+            metadata = encode_partition_time(partition_time if partition_time >= 0 else NOT_KNOWN)
+            offsets.append(TopicPartition(topic, partition, next_offset, metadata=metadata))
+            committed[(topic, partition)] = next_offset
+    if not offsets:
+        return committed
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cfg.bootstrap_servers,
+            "group.id": cfg.application_id,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        raise StreamsError(
+            f"could not commit the offsets of {cfg.application_id!r}: {exc}; is an instance of "
+            f"the app running? Stop it first"
+        ) from exc
+    finally:
+        consumer.close()
+    return committed
+
+
+def _queues_column(schema: StructType) -> str | None:
+    """Where the task state's ``queues`` field is in the ``statestore`` source's rows: Spark
+    4.0 nests the state of ``applyInPandasWithState`` as ``value.groupState``."""
+    from pyspark.sql.types import StructType
+
+    value = schema["value"].dataType if "value" in schema.fieldNames() else None
+    if not isinstance(value, StructType):
+        return None
+    if "queues" in value.fieldNames():
+        return "value.queues"
+    nested = value["groupState"].dataType if "groupState" in value.fieldNames() else None
+    if isinstance(nested, StructType) and "queues" in nested.fieldNames():
+        return "value.groupState.queues"
+    return None

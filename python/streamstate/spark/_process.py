@@ -1,0 +1,419 @@
+"""``process``: a topology's processor over a streaming Kafka DataFrame, state in Spark's store.
+
+The plan, per micro-batch::
+
+    Kafka source ─ mapInArrow(pack) ─ groupBy(partition).applyInPandasWithState(task) ─
+        observe(dropped_records) ─ mapInArrow(unpack) ─ rows for Spark's Kafka sink
+
+Task ``p`` (Kafka Streams' task ``0_p``) owns partition ``p`` of every source topic, as in a
+``StreamsApp``. For each micro-batch it does what a ``StreamTask`` does with a poll's worth of
+records, with the runtime's own parts: one ``RecordQueue`` per source partition inside a
+``PartitionGroup`` (deserialization, timestamp extraction with the carried partition time,
+drops), records handed to the processor in timestamp order with a ``ProcessorContext``, task
+stores that are ``InMemoryKeyValueStore`` objects (wrapped in ``ChangeLoggingKeyValueStore``
+when changelog rows are asked for), and global stores read through ``ReadOnlyStoreView``.
+What a task keeps between micro-batches — every store's entries, each source partition's
+partition time, last offset and drop counts — is its state in Spark's state store, written
+with the micro-batch's checkpoint and read back by a restarted query. ``ctx.send`` and the
+changelog write rows instead of producing: Spark's Kafka sink produces them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamstate.app.config import StreamsConfig
+from streamstate.app.context import (
+    ChangeLoggingKeyValueStore,
+    ProcessorContext,
+    ReadOnlyStoreView,
+    call_processor,
+)
+from streamstate.app.topology import Topology
+from streamstate.errors import StreamsError, TopologyError
+from streamstate.queue import PartitionGroup, RecordQueue
+from streamstate.records import NOT_KNOWN, TopicPartition
+from streamstate.serde import BytesDeserializer
+from streamstate.spark._chunks import (
+    CHUNK_DDL,
+    batches_by_partition,
+    ipc_bytes,
+    read_chunk,
+    spark_arrow_schema,
+    to_chunks,
+    unpack_chunks,
+)
+from streamstate.spark._global_stores import GlobalStoreCopies
+from streamstate.spark._metrics import DEFAULT, DROP_REASONS, observe_drops, resolve_observation
+from streamstate.stores import InMemoryKeyValueStore, process_next
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["OUTPUT_DDL", "STATE_DDL", "process"]
+
+# The rows ``process`` returns: the columns Spark's Kafka sink reads.
+OUTPUT_DDL = (
+    "topic string, partition int, key binary, value binary, timestamp timestamp, "
+    "headers array<struct<key: string, value: binary>>"
+)
+# A task's state: its stores' entries (an Arrow IPC stream of store, key, value) and, per source
+# partition, the record queue's carried state (JSON).
+STATE_DDL = "stores binary, queues string"
+_SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+_OUT_DDL = "chunk binary, " + ", ".join(f"{reason} bigint" for reason in DROP_REASONS)
+_ENTRIES = pa.schema([("store", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
+_OUTPUT = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        (
+            "headers",
+            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+        ),
+    ]
+)
+
+
+class _Rows:
+    """The producer a Spark task's ``ProcessorContext`` and changelogging stores write to:
+    ``produce`` keeps the record as an output row, in call order."""
+
+    def __init__(self) -> None:
+        self.topic: list[str] = []
+        self.partition: list[int | None] = []
+        self.key: list[bytes | None] = []
+        self.value: list[bytes | None] = []
+        self.timestamp: list[int | None] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        on_delivery: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        """Keeps one record (``on_delivery`` is not called: Spark's sink delivers it)."""
+        self.topic.append(topic)
+        self.partition.append(partition)
+        self.key.append(key)
+        self.value.append(value)
+        self.timestamp.append(timestamp)
+        self.headers.append(None if not headers else [{"key": k, "value": v} for k, v in headers])
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Nothing to serve: there are no delivery reports."""
+        return 0
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows as one batch in the output schema (timestamps ms → µs)."""
+        micros = [None if t is None else t * 1000 for t in self.timestamp]
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.topic, pa.string()),
+                pa.array(self.partition, pa.int32()),
+                pa.array(self.key, pa.binary()),
+                pa.array(self.value, pa.binary()),
+                pa.array(micros, pa.timestamp("us", tz="UTC")),
+                pa.array(self.headers, _OUTPUT.field("headers").type),
+            ],
+            schema=_OUTPUT,
+        )
+
+
+@dataclass
+class _QueueState:
+    """What one source partition's record queue carries between micro-batches."""
+
+    partition_time: int = NOT_KNOWN
+    last_offset: int = -1
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
+
+
+@dataclass
+class _TaskState:
+    """A task's state as kept in Spark's state store (:data:`STATE_DDL`)."""
+
+    entries: dict[str, pa.RecordBatch]
+    queues: dict[tuple[str, int], _QueueState]
+
+    @classmethod
+    def load(cls, state: Any) -> _TaskState:
+        if not state.exists:
+            return cls({}, {})
+        stores, queues = state.get
+        entries: dict[str, pa.RecordBatch] = {}
+        if stores:
+            table = pa.Table.from_batches(read_chunk(stores), schema=_ENTRIES)
+            for name in pc.unique(table.column("store")).to_pylist():
+                rows = table.filter(pc.equal(table.column("store"), name)).combine_chunks()
+                entries[name] = rows.to_batches()[0] if rows.num_rows else rows
+        carried = {
+            (q["topic"], q["partition"]): _QueueState(
+                q["partition_time"], q["last_offset"], dict(q["dropped"])
+            )
+            for q in json.loads(queues or "[]")
+        }
+        return cls(entries, carried)
+
+    @staticmethod
+    def dump(
+        stores: Mapping[str, InMemoryKeyValueStore], queues: Mapping[Any, Any]
+    ) -> tuple[bytes, str]:
+        names: list[str] = []
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for name, store in stores.items():
+            for key, value in store.all():
+                names.append(name)
+                keys.append(key)
+                values.append(value)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(names, pa.string()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+            ],
+            schema=_ENTRIES,
+        )
+        carried = [
+            {
+                "topic": topic,
+                "partition": partition,
+                "partition_time": q.partition_time,
+                "last_offset": q.last_offset,
+                "dropped": q.dropped,
+            }
+            for (topic, partition), q in sorted(queues.items())
+        ]
+        return ipc_bytes([batch], _ENTRIES).to_pybytes(), json.dumps(carried)
+
+
+def _fill(store: InMemoryKeyValueStore, entries: pa.RecordBatch | None) -> None:
+    """Loads a store's entries in one Rust write batch."""
+    if entries is None or entries.num_rows == 0:
+        return
+    batch = pa.RecordBatch.from_arrays(
+        [
+            entries.column("key"),
+            entries.column("value"),
+            pa.array(range(entries.num_rows), pa.int64()),
+        ],
+        names=["key", "value", "offset"],
+    )
+    process_next(store, batch, entries.num_rows)
+
+
+@dataclass(frozen=True)
+class _Task:
+    """Everything a Spark task needs to run one Kafka Streams task over a micro-batch; pickled
+    into the grouped operator's closure."""
+
+    topology: Topology
+    config: StreamsConfig
+    changelog: bool
+    global_topics: dict[str, str]
+
+    def run(self, key: tuple[Any, ...], frames: Iterable[Any], state: Any) -> Iterator[Any]:
+        """The ``applyInPandasWithState`` body for task ``key[0]``."""
+        import pandas as pd
+
+        task_id = int(key[0])
+        node = self.topology.node()
+        carried = _TaskState.load(state)
+        rows = _Rows()
+        stores: dict[str, InMemoryKeyValueStore] = {}
+        declared: dict[str, Any] = {}
+        app_id = self.config.application_id
+        for spec in self.topology.stores.values():
+            store = InMemoryKeyValueStore(spec.name)
+            _fill(store, carried.entries.get(spec.name))
+            stores[spec.name] = store
+            wrapped: Any = store
+            if self.changelog and spec.logged:
+                changelog = spec.changelog_topic(app_id)
+                wrapped = ChangeLoggingKeyValueStore(store, rows, changelog, task_id, _ignore)  # type: ignore[arg-type]
+            if spec.name in node.stores:
+                declared[spec.name] = wrapped
+        if self.global_topics:
+            copies = GlobalStoreCopies.for_servers(self.config.bootstrap_servers)
+            for name, topic in self.global_topics.items():
+                declared[name] = ReadOnlyStoreView(copies.caught_up(name, topic))
+        ctx = ProcessorContext(task_id, declared, frozenset(node.sinks), rows)  # type: ignore[arg-type]
+
+        records = batches_by_partition(frames)
+        queues = self._queues(node, task_id, records)
+        group = PartitionGroup(queues)
+        queue_states: dict[tuple[str, int], _QueueState] = {}
+        for tp in queues:
+            q = carried.queues.get((tp.topic, tp.partition), _QueueState())
+            queue_states[(tp.topic, tp.partition)] = q
+            if q.partition_time != NOT_KNOWN:
+                group.set_partition_time(tp, q.partition_time)
+        by_key = {(tp.topic, tp.partition): tp for tp in queues}
+        for (topic, partition), batches in records.items():
+            q = queue_states[(topic, partition)]
+            first = pc.min(batches[0].column("offset")).as_py()
+            if first <= q.last_offset:
+                raise StreamsError(
+                    f"records of a partition must arrive in increasing offset order: offset "
+                    f"{first} after offset {q.last_offset}",
+                    topic=topic,
+                    partition=partition,
+                    offset=first,
+                )
+            for batch in batches:
+                group.add_raw_records(by_key[(topic, partition)], batch)
+            q.last_offset = pc.max(batches[-1].column("offset")).as_py()
+
+        _run_processor(node.function, ctx, group)
+
+        before = {tp: dict(q.dropped) for tp, q in queue_states.items()}
+        for tp, queue in queues.items():
+            q = queue_states[(tp.topic, tp.partition)]
+            q.partition_time = group.partition_time(tp)
+            for reason, n in queue.dropped_records.items():
+                q.dropped[reason] = q.dropped.get(reason, 0) + n
+        state.update(_TaskState.dump(stores, queue_states))
+        for store in stores.values():
+            store.close()
+        out = rows.batch()
+        row: dict[str, list[Any]] = {
+            "chunk": [ipc_bytes([out], _OUTPUT).to_pybytes() if out.num_rows else None]
+        }
+        for reason in DROP_REASONS:
+            row[reason] = [
+                sum(
+                    q.dropped.get(reason, 0) - before[tp].get(reason, 0)
+                    for tp, q in queue_states.items()
+                )
+            ]
+        yield pd.DataFrame(row)
+
+    def _queues(
+        self, node: Any, task_id: int, records: Mapping[tuple[str, int], Any]
+    ) -> dict[TopicPartition, RecordQueue]:
+        """One record queue per source topic's partition ``task_id``, configured as the
+        runtime's ``StreamTask`` configures them."""
+        unknown = sorted({topic for topic, _ in records} - set(node.sources))
+        if unknown:
+            raise StreamsError(
+                f"records of topics {unknown} reached task {task_id}, whose processor reads "
+                f"{list(node.sources)}: subscribe the Kafka source to the processor's sources",
+                topic=unknown[0],
+                partition=task_id,
+            )
+        key_de = node.key_deserializer or BytesDeserializer()
+        value_de = node.value_deserializer or BytesDeserializer()
+        return {
+            TopicPartition(topic, task_id): RecordQueue(
+                topic,
+                task_id,
+                key_deserializer=key_de,
+                value_deserializer=value_de,
+                timestamp_extractor=self.config.default_timestamp_extractor,
+                deserialization_exception_handler=self.config.default_deserialization_exception_handler,
+            )
+            for topic in node.sources
+        }
+
+
+def _ignore(err: Any, msg: Any) -> None:
+    """Delivery reports of changelog rows never come: the sink delivers them."""
+
+
+def _run_processor(
+    function: Callable[[Any, Any], None], ctx: ProcessorContext, group: PartitionGroup
+) -> None:
+    """Hands every buffered record to ``function`` in timestamp order, as ``StreamTask.process``
+    does once every partition is buffered (errors name the record)."""
+    while (picked := group.next_record()) is not None:
+        call_processor(function, ctx, picked[0])
+
+
+def process(
+    df: DataFrame,
+    topology: Topology,
+    config: Mapping[str, Any],
+    *,
+    changelog: bool = False,
+    observe: Any = DEFAULT,
+) -> DataFrame:
+    """Runs ``topology``'s processor over ``df``, a DataFrame of Spark's Kafka source.
+
+    Returns rows for Spark's Kafka sink (``topic``, ``partition``, ``key``, ``value``,
+    ``timestamp``, ``headers``): what the processor sent with ``ctx.send`` and, with
+    ``changelog=True``, every write to a logged store as a record of
+    ``<application.id>-<store>-changelog`` (partition = task), so a ``StreamsApp`` or
+    ``streamstate restore`` can take the state over. ``config`` takes a ``StreamsApp``'s
+    settings; ``process`` reads ``application.id``, ``bootstrap.servers`` (global stores, and
+    creating the changelog topics), ``default.timestamp.extractor`` and
+    ``default.deserialization.exception.handler``.
+
+    One task per Kafka partition number, as in a ``StreamsApp``: its records are stamped with
+    the ``RecordQueue`` rules and processed in timestamp order; its stores live in Spark's
+    state store (checkpointed with each micro-batch, restored by a restarted query). Global
+    stores are read by each Spark task from their topics, brought up to the topics' end at the
+    start of every micro-batch. ``observe`` reports dropped records as ``stamp`` does. A
+    streaming query must use the ``append`` output mode. See ``docs/spark-streaming.md``.
+    """
+    if topology.is_graph:
+        raise TopologyError(
+            "streamstate.spark.process runs a one-function topology (@topology.processor); "
+            "processor graphs (add_source/add_processor/add_repartition) run in a StreamsApp"
+        )
+    cfg = StreamsConfig.from_mapping(config)
+    node = topology.node()
+    missing = [c for c in _SOURCE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"process() needs Spark's Kafka source columns; missing {missing} in {df.columns}"
+        )
+    observation = resolve_observation(observe, df.isStreaming)
+    global_topics = {
+        name: spec.topic for name, spec in topology.global_stores.items() if name in node.stores
+    }
+    if changelog and any(spec.logged for spec in topology.stores.values()):
+        _create_changelog_topics(topology, config)
+    task = _Task(topology, cfg, changelog, global_topics)
+
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    processed = (
+        df.select(*_SOURCE_COLUMNS)
+        .mapInArrow(to_chunks, CHUNK_DDL)
+        .groupBy("partition")
+        .applyInPandasWithState(
+            task.run, _OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout
+        )
+    )
+    if observation is not None:
+        processed = observe_drops(processed, observation, DROP_REASONS)
+    schema = _parse_datatype_string(OUTPUT_DDL)
+    assert isinstance(schema, StructType)
+    expected = spark_arrow_schema(df.sparkSession, schema)
+    return processed.select("chunk").mapInArrow(unpack_chunks(expected), schema)
+
+
+def _create_changelog_topics(topology: Topology, config: Mapping[str, Any]) -> None:
+    """Creates the missing changelog topics exactly as a ``StreamsApp`` starting does (one
+    partition per source partition, compacted), so the rows have somewhere to go and a
+    ``StreamsApp`` finds them."""
+    from streamstate.app.streams_app import StreamsApp
+
+    StreamsApp(topology, config)._prepare_topics()
