@@ -17,6 +17,12 @@ and output topics and ends when every record is counted:
   (``.venv-quix``, made by ``make bench``/``make bench-quick``, pinned by
   ``constraints-quix.txt``) as a child process; its time includes that interpreter's start and
   imports (about a second).
+
+And under exactly-once (issue 13), same group: ``streamstate`` with
+``processing.guarantee=exactly_once_v2`` (1 s commits like the others, and EOS's default 100 ms),
+and ``quix-streams`` with ``processing_guarantee="exactly-once"``. Queries see committed writes
+only under exactly-once, so every ``streamstate`` round ends once the store shows every count
+(under exactly-once: after the commit following the last record, at most one interval later).
 """
 
 from __future__ import annotations
@@ -58,7 +64,12 @@ def clicks(kafka: KafkaTestCluster) -> str:
     return topic
 
 
-def _streamstate_count(kafka: KafkaTestCluster, topic: str) -> int:
+def _streamstate_count(
+    kafka: KafkaTestCluster,
+    topic: str,
+    guarantee: str = "at_least_once",
+    commit_interval_ms: int = 1000,
+) -> int:
     sink = kafka.create_topic(partitions=1)
     done = threading.Event()
     seen = [0]
@@ -81,14 +92,22 @@ def _streamstate_count(kafka: KafkaTestCluster, topic: str) -> int:
                 "application.id": f"bench-count-{uuid.uuid4().hex[:8]}",
                 "bootstrap.servers": kafka.bootstrap_servers,
                 "state.dir": state_dir,
-                "commit.interval.ms": 1000,
+                "commit.interval.ms": commit_interval_ms,
+                "processing.guarantee": guarantee,
             },
         )
         app.start()
         try:
             assert done.wait(600), "streamstate did not count every record in time"
             assert app.state is State.RUNNING
-            return sum(int(v) for _, v in app.store("counts").all())
+            # Under exactly-once, queries see committed writes only: the count ends when the
+            # last commit has made every record's count visible (at once under at-least-once).
+            deadline = time.monotonic() + 120
+            while (total := sum(int(v) for _, v in app.store("counts").all())) < N:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+            return total
         finally:
             app.close(60)
 
@@ -162,7 +181,7 @@ def _quix_python() -> str:
     return python
 
 
-def _quix_count(kafka: KafkaTestCluster, topic: str) -> int:
+def _quix_count(kafka: KafkaTestCluster, topic: str, guarantee: str = "at-least-once") -> int:
     sink = kafka.create_topic(partitions=1)
     with tempfile.TemporaryDirectory() as state_dir:
         out = subprocess.run(
@@ -174,6 +193,7 @@ def _quix_count(kafka: KafkaTestCluster, topic: str) -> int:
                 sink,
                 str(N),
                 state_dir,
+                guarantee,
             ],
             capture_output=True,
             text=True,
@@ -187,3 +207,29 @@ def _quix_count(kafka: KafkaTestCluster, topic: str) -> int:
 @pytest.mark.benchmark(group="stateful-count")
 def bench_quix_streams(benchmark, kafka: KafkaTestCluster, clicks: str) -> None:
     assert benchmark.pedantic(_quix_count, args=(kafka, clicks), rounds=ROUNDS) == N
+
+
+# Exactly-once (issue 13) beside the contenders above, in the same group: the same count with
+# ``processing.guarantee=exactly_once_v2`` (a transaction per commit, the store's writes held
+# until it commits, read_committed input), at the same 1 s commit interval and at EOS's default
+# 100 ms; and Quix Streams' ``processing_guarantee="exactly-once"`` (1 s, as its at-least-once).
+
+
+@pytest.mark.benchmark(group="stateful-count")
+def bench_streamstate_app_exactly_once(benchmark, kafka: KafkaTestCluster, clicks: str) -> None:
+    args = (kafka, clicks, "exactly_once_v2", 1000)
+    assert benchmark.pedantic(_streamstate_count, args=args, rounds=ROUNDS) == N
+
+
+@pytest.mark.benchmark(group="stateful-count")
+def bench_streamstate_app_exactly_once_100ms(
+    benchmark, kafka: KafkaTestCluster, clicks: str
+) -> None:
+    args = (kafka, clicks, "exactly_once_v2", 100)
+    assert benchmark.pedantic(_streamstate_count, args=args, rounds=ROUNDS) == N
+
+
+@pytest.mark.benchmark(group="stateful-count")
+def bench_quix_streams_exactly_once(benchmark, kafka: KafkaTestCluster, clicks: str) -> None:
+    args = (kafka, clicks, "exactly-once")
+    assert benchmark.pedantic(_quix_count, args=args, rounds=ROUNDS) == N

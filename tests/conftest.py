@@ -6,8 +6,9 @@ with Maven; see ``streamstate.kafka_local``) and stopped at the end; set
 ``local[2]`` with Spark's own Kafka connector (fetched with Maven; see
 ``streamstate.spark.local_session``). Both start lazily, only for tests that ask for them.
 
-Tests under ``tests/integration`` are marked ``integration`` and those under ``tests/spark``
-``spark``, so ``-m "not spark"`` and the like select suites.
+Tests under ``tests/integration`` are marked ``integration``, those under ``tests/spark``
+``spark`` and those under ``tests/chaos`` ``chaos``, so ``-m "not spark"`` and the like select
+suites.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from streamstate.spark import local_session
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from streamstate.app import StreamsApp
+
 _HERE = Path(__file__).parent.resolve()
 _SUITE_MARKERS = {
     _HERE / "integration": pytest.mark.integration,
     _HERE / "spark": pytest.mark.spark,
+    _HERE / "chaos": pytest.mark.chaos,
 }
 
 
@@ -58,6 +62,15 @@ def _close_test_consumers(request: pytest.FixtureRequest) -> Iterator[None]:
         cluster = request.getfixturevalue("kafka")
         if isinstance(cluster, KafkaTestCluster):
             cluster.close_consumers()
+
+
+@pytest.fixture
+def apps() -> Iterator[list[StreamsApp]]:
+    """The apps a test made, each closed at the end even when the test fails."""
+    made: list[StreamsApp] = []
+    yield made
+    for app in made:
+        app.close(30)
 
 
 @pytest.fixture(scope="session")

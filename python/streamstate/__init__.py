@@ -7,7 +7,13 @@ talks to Kafka; Spark scales the same functions out. The public names are listed
 from __future__ import annotations
 
 from streamstate._core import __version__
-from streamstate.app import ProcessorContext, State, StreamsApp, Topology
+from streamstate.app import (
+    ProcessorContext,
+    State,
+    StreamsApp,
+    StreamThreadExceptionResponse,
+    Topology,
+)
 from streamstate.errors import (
     CorruptCheckpointError,
     DeserializationError,
@@ -24,7 +30,18 @@ from streamstate.errors import (
     StreamsRebalancingError,
     TaskCorruptedError,
     TaskMigratedError,
+    TopologyError,
     UnknownStateStoreError,
+)
+from streamstate.processor import (
+    Cancellable,
+    Processor,
+    ProcessorGraphContext,
+    PunctuationType,
+    Record,
+    RecordMetadata,
+    TaskId,
+    TopologyDescription,
 )
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import (
@@ -46,6 +63,7 @@ from streamstate.state.stores import (
 
 __all__ = [
     "NOT_KNOWN",
+    "Cancellable",
     "ConsumerRecord",
     "CorruptCheckpointError",
     "DeserializationError",
@@ -56,8 +74,13 @@ __all__ = [
     "OffsetCheckpoint",
     "PartitionGroup",
     "PersistentKeyValueStore",
+    "Processor",
     "ProcessorContext",
+    "ProcessorGraphContext",
     "ProcessorStateError",
+    "PunctuationType",
+    "Record",
+    "RecordMetadata",
     "RecordQueue",
     "RestoredBatch",
     "StampedRecord",
@@ -69,15 +92,19 @@ __all__ = [
     "StateStoreNotAvailableError",
     "StateStoreRetryableError",
     "StoreChangelogReader",
+    "StreamThreadExceptionResponse",
     "StreamsApp",
     "StreamsError",
     "StreamsNotStartedError",
     "StreamsRebalancingError",
     "TaskCorruptedError",
+    "TaskId",
     "TaskMigratedError",
     "TimestampType",
     "TopicPartition",
     "Topology",
+    "TopologyDescription",
+    "TopologyError",
     "UnknownStateStoreError",
     "__version__",
     "process_next",

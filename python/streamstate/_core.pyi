@@ -10,6 +10,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, Message
 
 __all__ = [
+    "ChangelogFetcher",
     "ConsumerRecord",
     "InMemoryKeyValueStore",
     "KeyValueIterator",
@@ -17,6 +18,7 @@ __all__ = [
     "NativeExtractor",
     "NativeSerializer",
     "PartitionGroup",
+    "PartitionRestore",
     "PersistentKeyValueStore",
     "RecordQueue",
     "RestoredBatch",
@@ -29,6 +31,7 @@ __all__ = [
     "decode_kafka_batch",
     "process_next",
     "split_by_partition",
+    "timestamp_type_id_from_confluent",
 ]
 __version__: str
 
@@ -68,6 +71,10 @@ def split_by_partition(
 
 def _panic_for_test(message: str) -> None:
     """Panics inside Rust on purpose; raises ``StreamsError``."""
+
+def timestamp_type_id_from_confluent(kind: int) -> int:
+    """Kafka's timestamp-type id (-1 none, 0 create time, 1 log-append time) of
+    confluent-kafka's number for it (0, 1, 2)."""
 
 @final
 class ConsumerRecord:
@@ -194,7 +201,13 @@ class PartitionGroup:
 
     def __new__(cls, queues: Mapping[Any, RecordQueue]) -> PartitionGroup: ...
     def add_raw_records(self, tp: Any, records: Any) -> int: ...
-    def next_record(self) -> tuple[StampedRecord, RecordQueue] | None: ...
+    def next_record(self) -> tuple[StampedRecord, RecordQueue] | None:
+        """The head record with the lowest timestamp (ties: the earlier partition) and its
+        queue, which is the very object given for that partition (hashable by identity)."""
+    def next_record_indexed(self) -> tuple[StampedRecord, int] | None:
+        """Like ``next_record``, with the index of the record's partition in ``partitions()``
+        instead of its queue: a caller that keeps per-partition state in a list (or has the
+        ``TopicPartition``s in that order) learns the partition without building one."""
     @property
     def stream_time(self) -> int: ...
     def num_buffered(self) -> int: ...
@@ -229,6 +242,19 @@ class Stamper:
     @property
     def schema(self) -> pa.Schema: ...
     def partition_time(self, topic: str, partition: int) -> int: ...
+    def last_offset(self, topic: str, partition: int) -> int | None: ...
+    def resume(
+        self,
+        topic: str,
+        partition: int,
+        partition_time: int,
+        last_offset: int | None = None,
+        *,
+        deserialization_error: int = 0,
+        negative_timestamp: int = 0,
+    ) -> None:
+        """Continues ``(topic, partition)`` from a carried partition time, last offset and drop
+        counts (Spark's streaming ``stamp`` keeps them in its state store)."""
     def dropped_records(self) -> dict[tuple[str, int], dict[str, int]]: ...
 
 # --- stores and restoration (streamstate.stores) ---
@@ -323,3 +349,62 @@ def process_next(
     ``pyarrow.RecordBatch`` with ``key``, ``value`` and ``offset`` columns (Spark's Kafka
     source schema).
     """
+
+@final
+class ChangelogFetcher:
+    """Reads changelog partitions with librdkafka and applies them to their stores in Rust,
+    on up to ``parallelism`` consumers and threads; called like a confluent-kafka restore
+    consumer, plus ``restore`` in place of poll-then-apply (see ``streamstate.changelog``)."""
+
+    def __new__(
+        cls, config: Mapping[str, Any], parallelism: int | None = None
+    ) -> ChangelogFetcher: ...
+    @staticmethod
+    def rejected_setting(config: Mapping[str, Any]) -> tuple[str, str] | None: ...
+    @staticmethod
+    def librdkafka_version() -> str: ...
+    @property
+    def parallelism(self) -> int: ...
+    def get_watermark_offsets(
+        self, partition: Any, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]: ...
+    def incremental_assign(self, partitions: Iterable[Any]) -> None: ...
+    def incremental_unassign(self, partitions: Iterable[Any]) -> None: ...
+    def pause(self, partitions: Iterable[Any]) -> None: ...
+    def resume(self, partitions: Iterable[Any]) -> None: ...
+    def assignment(self) -> list[Any]: ...
+    def position(self, partitions: Iterable[Any]) -> list[Any]: ...
+    def memberid(self) -> None: ...
+    def restore(
+        self,
+        targets: Iterable[
+            tuple[str, int, InMemoryKeyValueStore | PersistentKeyValueStore, int, int]
+        ],
+        timeout: float,
+        max_records: int = 1000000,
+    ) -> list[PartitionRestore]: ...
+    def take_events(self) -> list[str]: ...
+    def close(self) -> None: ...
+
+@final
+class PartitionRestore:
+    """What one ``ChangelogFetcher.restore`` call did for one partition."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def num_restored(self) -> int: ...
+    @property
+    def last_restored_offset(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def invalid_offset(self) -> tuple[int, str] | None: ...
+    @property
+    def error(self) -> Any: ...
+    @property
+    def error_offset(self) -> int | None: ...

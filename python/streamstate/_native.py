@@ -6,9 +6,22 @@ constructor arguments instead, so Spark can ship them to its workers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["NativeBacked"]
+__all__ = ["NATIVE_MARK", "NativeBacked", "runs_native"]
+
+F = TypeVar("F")
+
+#: The attribute that marks a method whose work the ``_native`` object does. A ``RecordQueue``
+#: runs the Rust object instead of calling the method only when the method it finds carries
+#: this mark: a subclass that overrides the method is called through Python.
+NATIVE_MARK = "_streamstate_native"
+
+
+def runs_native(method: F) -> F:
+    """Marks ``method`` as one the Rust object ``_native`` can stand for."""
+    setattr(method, NATIVE_MARK, True)
+    return method
 
 
 class NativeBacked:

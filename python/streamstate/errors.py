@@ -28,6 +28,7 @@ __all__ = [
     "StreamsRebalancingError",
     "TaskCorruptedError",
     "TaskMigratedError",
+    "TopologyError",
     "UnknownStateStoreError",
 ]
 
@@ -124,6 +125,12 @@ class TaskCorruptedError(StreamsError):
 
 class TaskMigratedError(StreamsError):
     """A task now belongs to another member of the group; this member must rejoin."""
+
+
+class TopologyError(StreamsError, ValueError):
+    """A topology that cannot run (Kafka's ``TopologyException``): a duplicate or unknown name,
+    a cycle, a store connected to no processor, source topics of one sub-topology that are not
+    co-partitioned, an internal topic with the wrong partition count. Also a ``ValueError``."""
 
 
 class InvalidStateStoreError(StreamsError):

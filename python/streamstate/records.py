@@ -11,7 +11,7 @@ from enum import IntEnum
 
 from confluent_kafka import TopicPartition
 
-from streamstate._core import ConsumerRecord, StampedRecord
+from streamstate._core import ConsumerRecord, StampedRecord, timestamp_type_id_from_confluent
 
 __all__ = [
     "NOT_KNOWN",
@@ -36,8 +36,9 @@ class TimestampType(IntEnum):
 
 
 def timestamp_type_from_confluent(kind: int) -> TimestampType:
-    """confluent-kafka numbers the types 0 (none), 1 (create), 2 (log append)."""
-    return TimestampType(kind - 1)
+    """confluent-kafka numbers the types 0 (none), 1 (create), 2 (log append); the mapping is
+    the one the Rust record reader applies to every ``Message``."""
+    return TimestampType(timestamp_type_id_from_confluent(kind))
 
 
 def timestamp_type_from_spark(kind: int) -> TimestampType:

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from streamstate._core import NativeDeserializer, NativeSerializer
-from streamstate._native import NativeBacked
+from streamstate._native import NativeBacked, runs_native
 from streamstate.errors import DeserializationError
 
 __all__ = [
@@ -52,6 +52,7 @@ class Deserializer(NativeBacked):
     def __init__(self) -> None:
         self._native = NativeDeserializer(self._spec)
 
+    @runs_native
     def deserialize(self, topic: str | None, data: bytes | None) -> Any:
         """Turns Kafka bytes into a Python object; ``None`` stays ``None``."""
         return self._native.deserialize(topic, data)
@@ -92,6 +93,7 @@ class StringDeserializer(Deserializer):
             super().__init__()
         # Otherwise there is no `_native`: a RecordQueue then calls deserialize() (Python).
 
+    @runs_native  # only where there is a `_native` (UTF-8)
     def deserialize(self, topic: str | None, data: bytes | None) -> Any:
         """Decodes the bytes; undecodable bytes are a ``DeserializationError``."""
         if self.encoding == "utf-8":

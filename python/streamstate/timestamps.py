@@ -13,7 +13,7 @@ import logging
 from typing import Any, Literal
 
 from streamstate._core import NativeExtractor
-from streamstate._native import NativeBacked
+from streamstate._native import NativeBacked, runs_native
 
 _log = logging.getLogger("streamstate.timestamps")
 
@@ -37,6 +37,7 @@ class TimestampExtractor(NativeBacked):
     def __init__(self) -> None:
         self._native = NativeExtractor(self._spec)
 
+    @runs_native
     def extract(self, record: Any, partition_time: int) -> int:
         """The timestamp (epoch ms) of ``record``; negative means "drop it"."""
         ts = int(self._native.extract(record, partition_time))

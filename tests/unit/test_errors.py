@@ -19,6 +19,7 @@ HIERARCHY = [
     ("ProcessorStateError", "StreamsError"),
     ("TaskCorruptedError", "StreamsError"),
     ("TaskMigratedError", "StreamsError"),
+    ("TopologyError", "StreamsError"),
     ("InvalidStateStoreError", "StreamsError"),
     ("StateStoreRetryableError", "InvalidStateStoreError"),
     ("StreamsNotStartedError", "StateStoreRetryableError"),
@@ -50,7 +51,7 @@ def test_every_error_class_is_in_the_contract() -> None:
     assert defined == {name for name, _ in HIERARCHY}
 
 
-@pytest.mark.parametrize("name", ["DeserializationError", "InvalidTimestampError"])
+@pytest.mark.parametrize("name", ["DeserializationError", "InvalidTimestampError", "TopologyError"])
 def test_record_errors_are_value_errors(name: str) -> None:
     assert issubclass(getattr(errors, name), ValueError)
 

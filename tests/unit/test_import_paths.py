@@ -25,6 +25,7 @@ MOVED = [
     ("streamstate.changelog", "streamstate.state.restorer", "StateRestoreListener StateRestorer"),
     ("streamstate.changelog", "streamstate.state.stores", "holds_data wipe_store"),
     ("streamstate.changelog", "streamstate.clients.config", "restore_consumer_config"),
+    ("streamstate.changelog", "streamstate.clients.restore_consumer", "open_restore_consumer"),
     (
         "streamstate.topic_restore",
         "streamstate.state.topic_restore",

@@ -108,6 +108,43 @@ def test_the_app_config_reads_the_prefixes_the_builders_use() -> None:
     }
 
 
+def test_connection_settings_without_a_prefix_reach_every_client_under_prefixed_ones() -> None:
+    config = _overrides(
+        **{
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "ssl.ca.location": "/ca.pem",
+            "producer.sasl.mechanism": "SCRAM-SHA-256",
+            "admin.request.timeout.ms": 5_000,
+        }
+    )
+    o = config.overrides
+    clients = {
+        "main": main_consumer_config(
+            "b:1",
+            group_id="g",
+            client_id="c",
+            partition_assignment_strategy="range",
+            session_timeout_ms=6_000,
+            overrides=o,
+        ),
+        "producer": producer_config("b:1", client_id="p", overrides=o),
+        "restore": thread_restore_consumer_config("b:1", client_id="r", overrides=o),
+        "global": global_consumer_config("b:1", client_id="g", overrides=o),
+        "admin": admin_config("b:1", overrides=o),
+    }
+    for name, client in clients.items():
+        assert client["security.protocol"] == "SASL_SSL", name
+        assert client["ssl.ca.location"] == "/ca.pem", name
+        expected = "SCRAM-SHA-256" if name == "producer" else "PLAIN"
+        assert client["sasl.mechanism"] == expected, name
+    assert clients["admin"]["request.timeout.ms"] == 5_000
+    assert "request.timeout.ms" not in clients["main"]
+    # Any other name without a prefix is still refused.
+    with pytest.raises(ValueError, match=r"fetch\.min\.bytes"):
+        _overrides(**{"fetch.min.bytes": 1})
+
+
 # -- the classification -----------------------------------------------------------------------
 
 
@@ -119,6 +156,7 @@ def test_the_app_config_reads_the_prefixes_the_builders_use() -> None:
         (KafkaError(KafkaError.OFFSET_OUT_OF_RANGE), ErrorKind.INVALID_OFFSET),
         (KafkaError(KafkaError.ILLEGAL_GENERATION), ErrorKind.TASK_MIGRATED),
         (KafkaError(KafkaError.UNKNOWN_MEMBER_ID), ErrorKind.TASK_MIGRATED),
+        (KafkaError(KafkaError.REBALANCE_IN_PROGRESS), ErrorKind.TASK_MIGRATED),
         (KafkaError(KafkaError.PRODUCER_FENCED), ErrorKind.TASK_MIGRATED),
         (KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), ErrorKind.RETRIABLE),
         (KafkaError(KafkaError._TIMED_OUT), ErrorKind.RETRIABLE),

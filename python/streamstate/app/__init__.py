@@ -4,13 +4,15 @@ Modules: ``state`` (the client state machine), ``config`` (Kafka Streams' config
 ``topology`` (what the app reads, keeps and writes), ``context`` (what a processor sees),
 ``task`` (one partition's processing and commits), ``coordinator`` (the member's view of the
 group), ``stream_thread`` (the poll loop and rebalance callbacks), ``global_thread`` (global
-stores, KIP-406), ``queries`` (interactive queries, KIP-216), ``streams_app`` (the client).
+stores, KIP-406), ``queries`` (interactive queries, KIP-216), ``streams_app`` (the client),
+``handlers`` (the exception handlers), ``fetch_control`` (back-pressure and lags), ``metrics``.
 """
 
 from __future__ import annotations
 
 from streamstate.app.context import ProcessorContext
 from streamstate.app.coordinator import MemberState
+from streamstate.app.handlers import StreamThreadExceptionResponse
 from streamstate.app.queries import ReadOnlyKeyValueStore
 from streamstate.app.state import IllegalStateTransitionError, State
 from streamstate.app.streams_app import StreamsApp
@@ -22,6 +24,7 @@ __all__ = [
     "ProcessorContext",
     "ReadOnlyKeyValueStore",
     "State",
+    "StreamThreadExceptionResponse",
     "StreamsApp",
     "Topology",
     "TopologyError",

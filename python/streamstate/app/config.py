@@ -8,13 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamstate.clients.config import PREFIXES
+from streamstate.app.handlers import parse_record_handler
+from streamstate.clients.config import PREFIXES, is_connection_setting
 from streamstate.timestamps import FailOnInvalidTimestamp
 
-__all__ = ["StreamsConfig"]
+__all__ = ["DEFAULT_UNCOMMITTED_MAX_BYTES", "EOS_COMMIT_INTERVAL_MS", "StreamsConfig"]
 
 _GUARANTEES = ("at_least_once", "exactly_once_v2")
+# Kafka 4 removed these (KIP-732 deprecated them in 3.0): refused, naming their replacement.
+_REMOVED_GUARANTEES = ("exactly_once", "exactly_once_beta")
+EOS_COMMIT_INTERVAL_MS = 100
+"""``commit.interval.ms``'s default under ``exactly_once_v2`` (Kafka Streams' too)."""
+DEFAULT_UNCOMMITTED_MAX_BYTES = 64 * 1024 * 1024
+"""``statestore.uncommitted.max.bytes``'s default (KIP-892's name): 64 MiB per task."""
 _KNOWN = {
+    "statestore.uncommitted.max.bytes",
     "application.id",
     "bootstrap.servers",
     "state.dir",
@@ -29,6 +37,10 @@ _KNOWN = {
     "partition.assignment.strategy",
     "session.timeout.ms",
     "client.id",
+    "buffered.records.per.partition",
+    "processing.exception.handler",
+    "default.production.exception.handler",
+    "task.timeout.ms",
 }
 
 
@@ -36,9 +48,12 @@ _KNOWN = {
 class StreamsConfig:
     """Parsed settings; build with :meth:`from_mapping`.
 
-    ``processing.guarantee=exactly_once_v2`` is accepted for compatibility of configs, but
-    processing is at-least-once (see ``docs/runtime.md``): it raises unless
-    ``allow.at.least.once.fallback`` is set, so nobody gets weaker guarantees by surprise.
+    ``processing.guarantee`` is ``at_least_once`` (the default) or ``exactly_once_v2`` (KIP-447:
+    one transaction per stream thread and commit; ``docs/runtime.md``), under which
+    ``commit.interval.ms`` defaults to 100 and ``statestore.uncommitted.max.bytes`` bounds each
+    task's uncommitted writes (key + value bytes; the thread commits early past it).
+    ``processing.exception.handler`` and ``default.production.exception.handler`` take
+    ``"fail"`` (the default), ``"continue"`` or a callable (``streamstate.app.handlers``).
     """
 
     application_id: str
@@ -55,30 +70,49 @@ class StreamsConfig:
     partition_assignment_strategy: str = "cooperative-sticky"
     session_timeout_ms: int = 10_000
     client_id: str = ""
+    buffered_records_per_partition: int = 1_000
+    processing_exception_handler: Any = "fail"
+    default_production_exception_handler: Any = "fail"
+    task_timeout_ms: int = 300_000
+    statestore_uncommitted_max_bytes: int = DEFAULT_UNCOMMITTED_MAX_BYTES
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
-        """Reads Kafka Streams' names; ``consumer.*``, ``producer.*``, ``restore.consumer.*``
-        and ``global.consumer.*`` pass settings to those clients. Unknown names raise
+        """Reads Kafka Streams' names; ``consumer.*``, ``producer.*``, ``restore.consumer.*``,
+        ``global.consumer.*`` and ``admin.*`` pass settings to those clients, and the settings
+        that say how to reach the cluster (``security.protocol``, ``sasl.*``, ``ssl.*``) reach
+        every client when given without a prefix (a prefixed value wins). Unknown names raise
         ``ValueError`` (a typo would otherwise be silently ignored)."""
-        unknown = [k for k in config if k not in _KNOWN and not k.startswith(PREFIXES)]
+        unknown = [
+            k
+            for k in config
+            if k not in _KNOWN and not k.startswith(PREFIXES) and not is_connection_setting(k)
+        ]
         if unknown:
             raise ValueError(f"unknown config names {sorted(unknown)}")
         for required in ("application.id", "bootstrap.servers"):
             if not config.get(required):
                 raise ValueError(f"config {required!r} is required")
         guarantee = str(config.get("processing.guarantee", "at_least_once"))
+        if guarantee in _REMOVED_GUARANTEES:
+            raise ValueError(
+                f"processing.guarantee={guarantee} was removed in Kafka 4: use exactly_once_v2"
+            )
         if guarantee not in _GUARANTEES:
             raise ValueError(
                 f"processing.guarantee must be one of {_GUARANTEES}, not {guarantee!r}"
             )
-        if guarantee == "exactly_once_v2":
-            raise ValueError(
-                "processing.guarantee=exactly_once_v2 is not implemented yet: streamstate "
-                "processes at-least-once (docs/runtime.md)"
-            )
-        overrides: dict[str, dict[str, Any]] = {p: {} for p in PREFIXES}
+        eos = guarantee == "exactly_once_v2"
+        uncommitted = int(
+            config.get("statestore.uncommitted.max.bytes", DEFAULT_UNCOMMITTED_MAX_BYTES)
+        )
+        if uncommitted < 0:
+            raise ValueError(f"statestore.uncommitted.max.bytes must be >= 0, not {uncommitted}")
+        # Every client reaches the cluster the same way (Kafka Streams hands its top-level client
+        # settings to all of them); a prefixed value, laid over below, wins.
+        connection = {k: v for k, v in config.items() if is_connection_setting(k)}
+        overrides: dict[str, dict[str, Any]] = {p: dict(connection) for p in PREFIXES}
         for key, value in config.items():
             for prefix in sorted(PREFIXES, key=len, reverse=True):
                 if key.startswith(prefix):
@@ -89,13 +123,21 @@ class StreamsConfig:
         if threads < 1:
             raise ValueError(f"num.stream.threads must be >= 1, not {threads}")
         app_id = str(config["application.id"])
+        buffered = int(config.get("buffered.records.per.partition", 1_000))
+        if buffered < 1:
+            raise ValueError(f"buffered.records.per.partition must be >= 1, not {buffered}")
+        task_timeout_ms = int(config.get("task.timeout.ms", 300_000))
+        if task_timeout_ms < 0:
+            raise ValueError(f"task.timeout.ms must be >= 0, not {task_timeout_ms}")
         return cls(
             application_id=app_id,
             bootstrap_servers=str(config["bootstrap.servers"]),
             state_dir=Path(state_dir),
             num_stream_threads=threads,
             poll_ms=int(config.get("poll.ms", 100)),
-            commit_interval_ms=int(config.get("commit.interval.ms", 30_000)),
+            commit_interval_ms=int(
+                config.get("commit.interval.ms", EOS_COMMIT_INTERVAL_MS if eos else 30_000)
+            ),
             processing_guarantee=guarantee,
             default_timestamp_extractor=config.get(
                 "default.timestamp.extractor", FailOnInvalidTimestamp()
@@ -110,8 +152,23 @@ class StreamsConfig:
             ),
             session_timeout_ms=int(config.get("session.timeout.ms", 10_000)),
             client_id=str(config.get("client.id") or app_id),
+            buffered_records_per_partition=buffered,
+            processing_exception_handler=parse_record_handler(
+                "processing.exception.handler", config.get("processing.exception.handler", "fail")
+            ),
+            default_production_exception_handler=parse_record_handler(
+                "default.production.exception.handler",
+                config.get("default.production.exception.handler", "fail"),
+            ),
+            task_timeout_ms=task_timeout_ms,
+            statestore_uncommitted_max_bytes=uncommitted,
             overrides=overrides,
         )
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether ``processing.guarantee`` is ``exactly_once_v2``."""
+        return self.processing_guarantee == "exactly_once_v2"
 
     def app_dir(self) -> Path:
         """``state.dir/application.id``: every store of this app lives below it."""

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from streamstate.errors import ProcessorStateError, StreamsError
 
 if TYPE_CHECKING:
     from streamstate.state.stores import InMemoryKeyValueStore, PersistentKeyValueStore
 
-__all__ = ["ChangeLoggingKeyValueStore", "ProcessorContext", "ReadOnlyStoreView"]
+__all__ = ["ChangeLoggingKeyValueStore", "ProcessorContext", "ReadOnlyStoreView", "call_processor"]
 
 Store = Any  # InMemoryKeyValueStore | PersistentKeyValueStore
 
@@ -115,9 +115,13 @@ class ProcessorContext:
         stores: dict[str, Any],
         sinks: frozenset[str],
         producer: Producer,
+        on_send: Callable[[Any, Any], None] | None = None,
     ) -> None:
-        """Made by the task; ``stores`` maps the names the processor declared to stores."""
+        """Made by the task; ``stores`` maps the names the processor declared to stores;
+        ``on_send`` receives each sink record's delivery report (and, as ``(exception,
+        None-partition message)``, a record ``produce`` refused at once)."""
         self.task_id = task_id
+        self._on_send = on_send
         self._stores = stores
         self._sinks = sinks
         self._producer = producer
@@ -145,10 +149,14 @@ class ProcessorContext:
         *,
         timestamp: int | None = None,
         partition: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> None:
         """Produces a record to sink ``topic`` (declared in ``sinks=``). The timestamp defaults
-        to the input record's, as Kafka Streams' ``forward`` does; the partition to the
-        producer's key hash."""
+        to the input record's, as Kafka Streams' ``forward`` does; the partition to murmur2 of
+        the key, as the Java producer (and so Kafka Streams) chooses it; ``headers`` are
+        ``(key, value)`` pairs (none by default; pass ``record.headers`` to carry the input
+        record's). A record the broker refuses goes to
+        ``default.production.exception.handler``."""
         if topic not in self._sinks:
             raise StreamsError(
                 f"processor may not send to topic {topic!r}: declare it in sinks=[...] "
@@ -161,9 +169,57 @@ class ProcessorContext:
             kwargs["timestamp"] = stamp
         if partition is not None:
             kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = list(headers)
+        if self._on_send is not None:
+            kwargs["on_delivery"] = self._on_send
         while True:
             try:
                 self._producer.produce(topic, value, key, **kwargs)
                 return
             except BufferError:
                 self._producer.poll(0.05)
+            except KafkaException as exc:
+                # Refused before it was queued (a record too large, say).
+                if self._on_send is None:
+                    raise
+                self._on_send(exc, _Unsent(topic, partition))
+                return
+
+
+class _Unsent:
+    """Stands for the message of a record ``produce`` refused: its topic and partition."""
+
+    __slots__ = ("_partition", "_topic")
+
+    def __init__(self, topic: str, partition: int | None) -> None:
+        self._topic = topic
+        self._partition = partition
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int | None:
+        return self._partition
+
+
+def call_processor(
+    function: Callable[[Any, Any], None], ctx: ProcessorContext, record: Any
+) -> None:
+    """Hands ``record`` to the processor ``function`` with ``ctx`` describing it; anything but a
+    ``StreamsError`` it raises becomes one naming the record. Spark's ``process`` runs its
+    processors through here; the runtime's ``StreamTask`` hands such errors to its processing
+    exception handler instead."""
+    ctx.topic, ctx.partition = record.topic, record.partition
+    ctx.offset, ctx.timestamp = record.offset, record.timestamp
+    try:
+        function(ctx, record)
+    except StreamsError:
+        raise
+    except Exception as exc:
+        raise StreamsError(
+            f"the processor failed: {type(exc).__name__}: {exc}",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+        ) from exc

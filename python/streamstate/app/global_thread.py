@@ -2,16 +2,21 @@
 
 Each global store holds every partition of its topic, in ``state.dir/application.id/global/``
 with one ``.checkpoint`` for all. The thread first *bootstraps* every store (restores it to the
-topic's end with a :class:`~streamstate.StoreChangelogReader`) before the client may reach
-``RUNNING``, then keeps them up to date, applying what it reads in Rust batches.
+topic's end with a :class:`~streamstate.StoreChangelogReader` over a restore consumer of its own,
+:func:`~streamstate.clients.restore_consumer.open_restore_consumer`: by default the changelog
+fetch in Rust, its partitions in parallel) before the client may reach ``RUNNING``, then keeps
+them up to date from where the bootstrap ended, applying what it reads in Rust batches.
 
 KIP-406 (never implemented by Kafka, whose global thread wipes the store and dies): when the
 thread's position falls out of a partition's log (retention or ``delete_records`` removed
 records it had not read yet), it logs a WARNING naming the topic and partition, puts the client
-in ``RESTORING`` (queries raise ``StreamsRebalancingError`` meanwhile), wipes the store,
-rebuilds it from the earliest offset of every partition, and returns the client to ``RUNNING``;
-no restart and no exception reach the user. The same happens during bootstrap. Since one store
-holds every partition of its topic, an invalid offset in one partition rebuilds the whole store.
+in ``RESTORING``, rebuilds the store from the earliest offset of every partition into a fresh
+store, swaps that in atomically (:class:`~streamstate.app.global_store.GlobalStoreHandle`), and
+returns the client to ``RUNNING``; no restart and no exception reach the user. Meanwhile stream
+threads and queries keep reading the old contents: a reader sees the whole old store or the
+whole new one, never a half-built one. During bootstrap (no reader yet) the store is wiped and
+restored in place. Since one store holds every partition of its topic, an invalid offset in one
+partition rebuilds the whole store.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException
 
 from streamstate.app.config import StreamsConfig
+from streamstate.app.global_store import GlobalStoreHandle
 from streamstate.app.topology import GlobalStoreSpec
 from streamstate.clients.config import global_consumer_config
 from streamstate.clients.poll import split_poll
+from streamstate.clients.restore_consumer import RestoreConsumer, open_restore_consumer
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
 from streamstate.state.changelog_reader import StoreChangelogReader
@@ -64,8 +71,8 @@ class GlobalStreamThread(threading.Thread):
         self._paused = threading.Event()
         self.directory = config.app_dir() / "global"
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.stores: dict[str, PersistentKeyValueStore] = {
-            name: PersistentKeyValueStore(name, self.directory / name) for name in self._specs
+        self.stores: dict[str, GlobalStoreHandle] = {
+            name: GlobalStoreHandle(name, self.directory) for name in self._specs
         }
         self._checkpoint = OffsetCheckpoint(self.directory / ".checkpoint")
         self._offsets: dict[TopicPartition, int] = {}
@@ -76,6 +83,7 @@ class GlobalStreamThread(threading.Thread):
             global_consumer_config(
                 config.bootstrap_servers,
                 client_id=f"{self.name}-consumer",
+                eos=config.exactly_once,
                 overrides=config.overrides,
             )
         )
@@ -153,22 +161,60 @@ class GlobalStreamThread(threading.Thread):
             return self._checkpoint.read()
         except CorruptCheckpointError as exc:
             _log.warning("%s; rebuilding every global store from the beginning", exc)
-            for store in self.stores.values():
-                wipe_store(store)
+            for handle in self.stores.values():
+                wipe_store(handle.current)
             self._checkpoint.delete()
             return {}
 
-    def _bootstrap_stores(self, checkpoint: dict[TopicPartition, int]) -> None:
-        """Restores every store to its topic's end (the client is RESTORING meanwhile)."""
+    def _bootstrap_stores(
+        self,
+        checkpoint: dict[TopicPartition, int],
+        rebuilt: dict[str, PersistentKeyValueStore] | None = None,
+    ) -> None:
+        """Restores every store to its topic's end (the client is RESTORING meanwhile), then
+        assigns the following consumer where the restoration ended; the stores in ``rebuilt``
+        (fresh ones, by name) are restored instead of the current ones and swapped in at the
+        end, before the checkpoint names their offsets."""
+        rebuilt = rebuilt or {}
         self._set_restoring(True)
         self._consumer.unassign()
+        # Bootstrap and rebuild read with a restore consumer of their own (the Rust fetch by
+        # default), which the following consumer's consume() loop could not be.
+        restore_consumer = open_restore_consumer(
+            global_consumer_config(
+                self._config.bootstrap_servers,
+                client_id=f"{self.name}-restore-consumer",
+                eos=self._config.exactly_once,
+                overrides=self._config.overrides,
+            )
+        )
+        try:
+            positions = self._restore_stores(restore_consumer, checkpoint, rebuilt)
+        finally:
+            restore_consumer.close()
+        if positions is None:
+            return
+        self._write_checkpoint()
+        self._consumer.assign([TopicPartition(tp.topic, tp.partition, o) for tp, o in positions])
+        self._set_restoring(False)
+        _log.info("Global stores %s are bootstrapped", sorted(self.stores))
+
+    def _restore_stores(
+        self,
+        restore_consumer: RestoreConsumer,
+        checkpoint: dict[TopicPartition, int],
+        rebuilt: dict[str, PersistentKeyValueStore],
+    ) -> list[tuple[TopicPartition, int]] | None:
+        """Restores every store (or its fresh replacement in ``rebuilt``, swapped in at the end)
+        with ``restore_consumer``; returns each partition's position at the end (where to follow
+        it from), or ``None`` when asked to stop meanwhile."""
         reader = StoreChangelogReader(
-            self._consumer, poll_ms=50, restore_listener=self._listener, max_poll_records=5000
+            restore_consumer, poll_ms=50, restore_listener=self._listener, max_poll_records=5000
         )
         restorers: dict[str, list[StateRestorer]] = {}
         wiped: set[str] = set()
         for name, partitions in self._partitions.items():
-            store = self.stores[name]
+            store = rebuilt[name] if name in rebuilt else self.stores[name].current
             if not any(tp in checkpoint for tp in partitions) and holds_data(store):
                 # Data without any checkpoint (a crash before the first one): only a rebuild
                 # vouches for it. (A partition that never had records has no offset either.)
@@ -190,13 +236,22 @@ class GlobalStreamThread(threading.Thread):
                         reader.register(restorer)
                 wiped.clear()
             if self._stop_requested.is_set():
-                return
+                for unfinished in rebuilt.values():
+                    unfinished.close()  # its directory goes at the next start
+                return None
+        for name, store in rebuilt.items():
+            self.stores[name].swap(store)
         self._offsets = dict(reader.restored_offsets())
-        self._write_checkpoint()
-        # Completed partitions were paused by the reader; from here on they are followed.
-        self._consumer.resume(self._consumer.assignment())
-        self._set_restoring(False)
-        _log.info("Global stores %s are bootstrapped", sorted(self.stores))
+        positions = []
+        for partitions in self._partitions.values():
+            for tp in partitions:
+                # Every partition completed, at or past its end offset. Past it means the
+                # consumer read records it did not apply (they came after the end offset): follow
+                # from the end, so that none is lost.
+                position, end = reader.position(tp), reader.end_offset(tp)
+                assert position is not None and end is not None
+                positions.append((tp, min(position, end)))
+        return positions
 
     def _poll_once(self) -> None:
         messages = self._consumer.consume(5000, self._config.poll_ms / 1000.0)
@@ -207,7 +262,7 @@ class GlobalStreamThread(threading.Thread):
                 _log.debug("global consumer reported %s", event.error.str())
         for (topic, partition), run in polled.runs.items():
             name = self._store_of(topic)
-            done = process_next(self.stores[name], run, _NO_END)
+            done = process_next(self.stores[name].current, run, _NO_END)
             if done.last_restored_offset >= 0:
                 self._offsets[TopicPartition(topic, partition)] = done.last_restored_offset
         for (topic, partition), (offset, reason) in polled.invalid_offsets.items():
@@ -220,8 +275,9 @@ class GlobalStreamThread(threading.Thread):
         name = self._store_of(topic)
         _log.warning(
             "Global store %r: offset %d of topic %r partition %d is out of range (%s): records "
-            "it had not read were removed (retention or delete_records). Wiping the store and "
-            "rebuilding it from the earliest offsets (KIP-406)",
+            "it had not read were removed (retention or delete_records). Rebuilding the store "
+            "from the earliest offsets into a fresh copy; readers see the old contents until it "
+            "replaces them (KIP-406)",
             name,
             offset,
             topic,
@@ -229,11 +285,12 @@ class GlobalStreamThread(threading.Thread):
             reason,
         )
         self._set_restoring(True)
-        wipe_store(self.stores[name])
+        # The checkpoint forgets this topic first: a crash during the rebuild leaves the old
+        # store without offsets, which the next start wipes and rebuilds.
         kept = {tp: o for tp, o in self._offsets.items() if tp.topic != topic}
         self._offsets = kept
         self._write_checkpoint()
-        self._bootstrap_stores(kept)
+        self._bootstrap_stores(kept, rebuilt={name: self.stores[name].fresh()})
 
     def _write_checkpoint(self) -> None:
         for store in self.stores.values():

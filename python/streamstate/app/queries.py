@@ -1,19 +1,30 @@
 """Interactive queries: read-only store facades that say *why* a store is unavailable (KIP-216).
 
-Every call on a facade checks, at that moment and in this order (Kafka 3.x's order: the
-client's state first, then the store name, then the local stores):
+Every call on a facade checks, at that moment and in this order:
 
 =====================================================  ==========================================
 condition                                              error
 =====================================================  ==========================================
+no store of that name in the topology (any state)      ``UnknownStateStoreError`` (fatal)
 client ``CREATED``                                     ``StreamsNotStartedError`` (retry later)
-client ``REBALANCING`` or ``RESTORING``                ``StreamsRebalancingError`` (retry later)
 client ``PENDING_SHUTDOWN``, ``NOT_RUNNING``,          ``StateStoreNotAvailableError`` (fatal)
 ``PENDING_ERROR`` or ``ERROR``
-no store of that name in the topology                  ``UnknownStateStoreError`` (fatal)
+the store (that partition, or any local partition      ``StreamsRebalancingError`` (retry later)
+of it) is restoring, or waiting for its directory
+no local store answers while the client is             ``StreamsRebalancingError`` (retry later:
+``REBALANCING`` or ``RESTORING``                       the store may be moving here)
 ``partition=p`` and no local active task has ``p``     ``InvalidStateStorePartitionError``
 no local active task has the store, or it was closed   ``StateStoreMigratedError`` (rediscover)
 =====================================================  ==========================================
+
+So during a rebalance, the stores of running tasks and global stores keep answering, as Kafka
+Streams answers them from a stream thread that is ``RUNNING`` while its other tasks restore on
+the state updater (KIP-869); only what is restoring or moving raises. One deliberate difference:
+a query over every local partition (no ``partition``) raises ``StreamsRebalancingError`` while
+any local partition of that store restores, where Kafka would silently answer from the running
+ones only (a ``get`` would then return ``None`` for a key whose partition is restoring). A global
+store answers from the end of its bootstrap on, also while KIP-406 rebuilds it (the old contents
+are served until the rebuilt store replaces them).
 
 Kafka defines these classes but throws only three of them (``StreamsNotStartedException``,
 ``UnknownStateStoreException``, ``InvalidStateStorePartitionException``), falling back to
@@ -43,6 +54,8 @@ __all__ = ["ReadOnlyKeyValueStore"]
 
 # (name, partition) -> the matching open stores right now.
 Lookup = Callable[[str, int | None], list[Any]]
+# (name, partition) -> whether that store (partition, or any local partition) is restoring.
+Restoring = Callable[[str, int | None], bool]
 
 
 class ReadOnlyKeyValueStore:
@@ -58,6 +71,7 @@ class ReadOnlyKeyValueStore:
         known: Callable[[str], bool],
         is_global: Callable[[str], bool],
         lookup: Lookup,
+        restoring: Restoring | None = None,
     ) -> None:
         """Made by :meth:`StreamsApp.store <streamstate.StreamsApp.store>`."""
         self.name = name
@@ -66,36 +80,44 @@ class ReadOnlyKeyValueStore:
         self._known = known
         self._is_global = is_global
         self._lookup = lookup
+        self._restoring = restoring
 
     def __repr__(self) -> str:
         """``ReadOnlyKeyValueStore('name', partition=p)``."""
         return f"ReadOnlyKeyValueStore({self.name!r}, partition={self.partition})"
 
     def _stores(self) -> list[Any]:
-        state = self._state()
-        if state is State.CREATED:
-            raise StreamsNotStartedError(
-                "KafkaStreams has not been started, you can retry after calling start()",
-                store_name=self.name,
-            )
-        if state in (State.REBALANCING, State.RESTORING):
-            raise StreamsRebalancingError(
-                f"the client is {state.value}: stores are moving or being restored, retry shortly",
-                store_name=self.name,
-            )
-        if state is not State.RUNNING:
-            raise StateStoreNotAvailableError(
-                f"the client is {state.value}: its stores are closed and cannot be queried",
-                store_name=self.name,
-            )
         if not self._known(self.name):
             raise UnknownStateStoreError(
                 f"Cannot get state store {self.name} because no such store is registered in "
                 "the topology.",
                 store_name=self.name,
             )
+        state = self._state()
+        if state is State.CREATED:
+            raise StreamsNotStartedError(
+                "KafkaStreams has not been started, you can retry after calling start()",
+                store_name=self.name,
+            )
+        if state not in (State.RUNNING, State.REBALANCING, State.RESTORING):
+            raise StateStoreNotAvailableError(
+                f"the client is {state.value}: its stores are closed and cannot be queried",
+                store_name=self.name,
+            )
+        where = "" if self.partition is None else f" partition {self.partition}"
+        if self._restoring is not None and self._restoring(self.name, self.partition):
+            raise StreamsRebalancingError(
+                f"store {self.name}{where} is being restored; retry shortly",
+                store_name=self.name,
+            )
         stores = self._lookup(self.name, self.partition)
         if not stores:
+            if state is not State.RUNNING:
+                raise StreamsRebalancingError(
+                    f"the client is {state.value} and store {self.name}{where} is not here "
+                    "(it may be moving here); retry shortly",
+                    store_name=self.name,
+                )
             if self.partition is not None and not self._is_global(self.name):
                 raise InvalidStateStorePartitionError(
                     f"The specified partition {self.partition} for store {self.name} does not "

@@ -34,11 +34,11 @@ class State(enum.Enum):
     ERROR = "ERROR"
 
 
-# Kafka 3.x: CREATED(1, 3), REBALANCING(2, 3, 5), RUNNING(1, 2, 3, 5), PENDING_SHUTDOWN(4),
-# NOT_RUNNING, PENDING_ERROR(6), ERROR; RESTORING is reachable from and leads to the three
-# working states.
+# Kafka 3.x: CREATED(1, 3) (a client that never started cannot fail), REBALANCING(2, 3, 5),
+# RUNNING(1, 2, 3, 5), PENDING_SHUTDOWN(4), NOT_RUNNING, PENDING_ERROR(6), ERROR; RESTORING is
+# reachable from and leads to the three working states.
 _LEGAL: dict[State, frozenset[State]] = {
-    State.CREATED: frozenset({State.REBALANCING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
+    State.CREATED: frozenset({State.REBALANCING, State.PENDING_SHUTDOWN}),
     State.REBALANCING: frozenset(
         {State.RUNNING, State.RESTORING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}
     ),

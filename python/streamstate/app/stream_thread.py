@@ -1,46 +1,119 @@
 """``StreamThread``: one group member's poll loop, its tasks, their restoration and commits.
 
-Each thread has its own consumer (a member of the ``application.id`` group), a restore consumer
-with a :class:`~streamstate.StoreChangelogReader`, and an idempotent producer for sinks and
-changelogs. The rebalance callbacks (run by librdkafka inside ``consume`` on this thread) create
-tasks for assigned partitions and register their stores for restoration (the partitions stay
-paused until the stores are restored), commit and close tasks whose partitions are revoked, and
-close lost tasks without committing.
+Each thread has its own consumer (a member of the ``application.id`` group), a
+:class:`~streamstate.app.state_updater.StateUpdater` (a thread of its own, with the restore
+consumer, KIP-869), and an idempotent producer for sinks and changelogs. The rebalance callbacks
+(run by librdkafka inside ``consume`` on this thread) create tasks for assigned partitions and
+hand those with changelogged stores to the state updater (their partitions stay paused until the
+updater hands them back restored), commit and close tasks whose partitions are revoked, and close
+lost tasks without committing. A task whose stores are still held by another thread is retried
+(``streamstate.app.state_directory``).
+
+A commit that fails because this member is no longer in the group (unknown member, stale
+generation, rebalance in progress: a processor slower than ``max.poll.interval.ms``, say) is
+Kafka's *task migrated*: every task is closed as lost, without committing, and the thread
+rejoins the group and carries on; the records since the last commit are processed again by
+whoever owns them next (at-least-once). A commit the broker cannot take now (a broker
+restarting) is retried at the next commit.
+
+Under ``exactly_once_v2`` (KIP-447) the thread's producer is transactional, with
+``transactional.id`` = ``<application.id>-<process id>-<thread index from 1>`` (the process id
+persisted in the state directory, ``app/state_directory.py``): ``init_transactions`` runs before
+the thread joins the group (fencing a previous incarnation), a transaction begins before the
+first record of each commit period, and a commit covers every running task of the thread: flush
+the caches, flush the producer, ``send_offsets_to_transaction`` with the consumer's group
+metadata, ``commit_transaction``, and only then apply each task's buffered store writes and
+write its checkpoint (``state/transaction_buffer.py``). A revocation commits every task, then
+closes the revoked ones. Failures, as Kafka Streams handles them (classified once,
+``clients/kafka_errors.classify_transaction``): a fenced producer, a stale epoch or another fatal
+producer error, and offsets the group refused (this member no longer in it), are task migration:
+the transaction is aborted when the producer still can, every task closed dirty (buffers and
+caches discarded, checkpoint untouched), the producer replaced and initialised again when it
+can write no more, and the thread rejoins and re-processes from the committed offsets. An
+abortable transaction is aborted and every task re-processed from the last committed offsets
+without rejoining. A retriable failure of a transactional call is retried until
+``task.timeout.ms``, then the transaction is aborted. None of these takes the client to ERROR.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import logging
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
-from streamstate.app.task import StreamTask, decode_partition_time
+from streamstate.app.fetch_control import FetchControl
+from streamstate.app.metrics import ThreadMetrics
+from streamstate.app.state_directory import LockedTasks, is_lock_conflict
+from streamstate.app.state_updater import StateUpdater
+from streamstate.app.task import StreamTask, TransactionAbortedError, decode_partition_time
 from streamstate.app.topology import Topology
 from streamstate.clients.config import (
+    admin_config,
     main_consumer_config,
     producer_config,
     thread_restore_consumer_config,
 )
+from streamstate.clients.kafka_errors import (
+    ErrorKind,
+    TransactionErrorKind,
+    classify,
+    classify_transaction,
+    error_text,
+    kafka_call,
+    kafka_error,
+)
 from streamstate.clients.poll import split_poll
-from streamstate.errors import StreamsError
+from streamstate.clients.restore_consumer import open_restore_consumer
+from streamstate.errors import ProcessorStateError, StreamsError, TaskMigratedError
+from streamstate.processor.repartition import RepartitionPurger
 from streamstate.records import TopicPartition
-from streamstate.state.changelog_reader import StoreChangelogReader
-from streamstate.state.restorer import StateRestoreListener, StateRestorer
+from streamstate.state.restorer import StateRestoreListener
 
 __all__ = ["StreamThread", "ThreadState"]
 
 _log = logging.getLogger("streamstate.app")
 _PROCESS_PER_TASK = 1_000
 _POLL_RECORDS = 5_000
+
+
+class _ProducerFencedError(TaskMigratedError):
+    """Task migration whose cause is the producer itself (fenced, or fatally failed): it is
+    replaced before the thread goes on."""
+
+
+def _transaction_failure(what: str, exc: KafkaException) -> Exception | None:
+    """What a transactional producer's failure ``exc`` (while doing ``what``) means to the
+    thread (see the module doc); None when it is retriable."""
+    error = kafka_error(exc)
+    kind = classify_transaction(error) if error is not None else TransactionErrorKind.OTHER
+    text = error_text(exc)
+    if kind is TransactionErrorKind.PRODUCER_FENCED:
+        return _ProducerFencedError(f"{what} failed: {text}")
+    if kind is TransactionErrorKind.TASK_MIGRATED:
+        return TaskMigratedError(
+            f"{what} failed: {text}; the consumer is no longer part of the group"
+        )
+    if kind is TransactionErrorKind.ABORTABLE:
+        return TransactionAbortedError(f"{what} failed: {text}")
+    if kind is TransactionErrorKind.RETRIABLE:
+        return None
+    return StreamsError(f"{what} failed: {text}")
+
+
+def _begin(producer: Producer, timeout: float) -> None:
+    # begin_transaction takes no timeout (it is local); the shape of _transactional's calls.
+    producer.begin_transaction()
 
 
 class ThreadState(enum.Enum):
@@ -68,9 +141,12 @@ class StreamThread(threading.Thread):
         on_fatal: Callable[[StreamThread, BaseException], None],
         restore_listener: StateRestoreListener | None = None,
         wait_for: threading.Event | None = None,
+        process_id: str | None = None,
     ) -> None:
         """Creates the clients; nothing is joined before :meth:`start`. With ``wait_for``, the
-        thread joins the group only once that event is set (the global stores' bootstrap)."""
+        thread joins the group only once that event is set (the global stores' bootstrap).
+        ``process_id`` (the client's, from its state directory) names the transactional
+        producer under exactly-once (a random one when not given)."""
         name = f"{config.client_id}-StreamThread-{index + 1}"
         super().__init__(name=name, daemon=True)
         self._topology = topology
@@ -82,13 +158,15 @@ class StreamThread(threading.Thread):
         self._wait_for = wait_for
         self._state = ThreadState.CREATED
         self._lock = threading.RLock()
-        self.tasks: dict[int, StreamTask] = {}
+        # Keyed by task id: the partition, or a graph's TaskId (topology.task_id).
+        self.tasks: dict[Any, StreamTask] = {}
         instance_id = None
         if config.group_instance_id:
             # One static member per thread, as Kafka Streams names them.
             suffix = f"-{index + 1}" if config.num_stream_threads > 1 else ""
             instance_id = f"{config.group_instance_id}{suffix}"
         servers, overrides = config.bootstrap_servers, config.overrides
+        self.eos = config.exactly_once
         self.consumer = Consumer(
             main_consumer_config(
                 servers,
@@ -97,20 +175,30 @@ class StreamThread(threading.Thread):
                 partition_assignment_strategy=config.partition_assignment_strategy,
                 session_timeout_ms=config.session_timeout_ms,
                 group_instance_id=instance_id,
+                eos=self.eos,
                 overrides=overrides,
             )
         )
-        self.producer = Producer(
-            producer_config(servers, client_id=f"{name}-producer", overrides=overrides)
+        self.transactional_id: str | None = None
+        if self.eos:
+            # Kafka Streams' EOS v2 name: stable per process (state directory) and thread index.
+            process = process_id or uuid.uuid4().hex
+            self.transactional_id = f"{config.application_id}-{process}-{index + 1}"
+        # Whether a transaction is open (begun, not yet committed or aborted).
+        self.in_transaction = False
+        self.producer = self._new_producer()
+        self.updater = StateUpdater(
+            f"{name}-StateUpdater",
+            # The changelog fetch in Rust by default (open_restore_consumer's choice and fallback).
+            open_restore_consumer(
+                thread_restore_consumer_config(
+                    servers, client_id=f"{name}-restore-consumer", eos=self.eos, overrides=overrides
+                )
+            ),
+            task_timeout_ms=config.task_timeout_ms,
+            restore_listener=restore_listener,
         )
-        self.restore_consumer = Consumer(
-            thread_restore_consumer_config(
-                servers, client_id=f"{name}-restore-consumer", overrides=overrides
-            )
-        )
-        self.reader = StoreChangelogReader(
-            self.restore_consumer, poll_ms=10, restore_listener=restore_listener
-        )
+        self.locked = LockedTasks()
         self.coordinator = ConsumerCoordinator(
             self.consumer,
             topology.source_topics,
@@ -119,6 +207,25 @@ class StreamThread(threading.Thread):
             on_lost=self._on_lost,
         )
         self._last_commit = time.monotonic()
+        self.metrics = ThreadMetrics()
+        self.fetch = FetchControl(
+            self.consumer, config.buffered_records_per_partition, name=self.name
+        )
+        repartitions = topology.repartition_topics
+        self._purger = RepartitionPurger(
+            AdminClient(admin_config(servers, overrides=overrides)) if repartitions else None,
+            repartitions,
+        )
+
+    def _new_producer(self) -> Producer:
+        return Producer(
+            producer_config(
+                self._config.bootstrap_servers,
+                client_id=f"{self.name}-producer",
+                transactional_id=self.transactional_id,
+                overrides=self._config.overrides,
+            )
+        )
 
     # -- state --------------------------------------------------------------------------------
 
@@ -143,7 +250,7 @@ class StreamThread(threading.Thread):
             self._state = state
         self._on_state_change()
 
-    def active_tasks(self) -> dict[int, StreamTask]:
+    def active_tasks(self) -> dict[Any, StreamTask]:
         """The tasks this thread runs now (restored or restoring)."""
         with self._lock:
             return dict(self.tasks)
@@ -163,16 +270,39 @@ class StreamThread(threading.Thread):
                 if self._stop_requested.is_set():
                     return
             self._set_state(ThreadState.REBALANCING)
+            if self.eos:
+                # Before any task processes: fences a previous incarnation of this thread and
+                # completes (aborts) its open transaction.
+                self._transactional("initializing transactions", self.producer.init_transactions)
+            self.updater.start()
             self.coordinator.subscribe()
             while not self._stop_requested.is_set():
-                self._run_once()
+                try:
+                    self._run_once()
+                except TaskMigratedError as exc:
+                    self._handle_task_migrated(exc)
+                except TransactionAbortedError as exc:
+                    self._handle_transaction_aborted(exc)
+                except StreamsError as exc:
+                    fenced = self._fenced_cause(exc)
+                    if fenced is None:
+                        raise
+                    self._handle_task_migrated(_ProducerFencedError(fenced))
             self._set_state(ThreadState.PENDING_SHUTDOWN)
-            self._commit(list(self.tasks.values()))
+            try:
+                self._commit(list(self.tasks.values()))
+            except (TaskMigratedError, TransactionAbortedError) as exc:
+                _log.warning("stream-thread [%s] not committing on shutdown: %s", self.name, exc)
         except BaseException as exc:
-            _log.error("stream-thread [%s] encountered an error: %s", self.name, exc)
-            self._on_fatal(self, exc)
+            self._die(exc)
+        except:  # noqa: E722 -- a raised object that is no exception (see kafka_call)
+            self._die(StreamsError(f"the thread failed: {sys.exc_info()[1]!r}"))
         finally:
             self._close()
+
+    def _die(self, exc: BaseException) -> None:
+        _log.error("stream-thread [%s] encountered an error: %s", self.name, exc)
+        self._on_fatal(self, exc)
 
     def _run_once(self) -> None:
         self.coordinator.maybe_rejoin()
@@ -180,52 +310,77 @@ class StreamThread(threading.Thread):
         # not wait poll.ms per loop.
         busy = any(not t.restoring and t.group.num_buffered() for t in self.tasks.values())
         timeout = 0.0 if busy else self._config.poll_ms / 1000.0
-        messages = self.consumer.consume(_POLL_RECORDS, timeout)
+        messages = kafka_call(
+            self.consumer.consume, self.fetch.records_to_poll(_POLL_RECORDS), timeout
+        )
+        self.metrics.poll_records.record(len(messages))
         polled = split_poll(messages)
+        self.fetch.reached_end(polled.end_positions)
         polled.raise_if_fatal("consumer")
         for _, reason in polled.invalid_offsets.values():
             _log.warning("stream-thread [%s] consumer error: %s", self.name, reason)
         for event in polled.events:
             _log.warning("stream-thread [%s] consumer error: %s", self.name, event.error.str())
+        id_of = self._topology.task_id
         for (topic, partition), run in polled.runs.items():
-            task = self.tasks.get(partition)
+            task = self.tasks.get(id_of(topic, partition))
             if task is not None:
-                task.add_records(TopicPartition(topic, partition), run)
-        if any(t.restoring for t in self.tasks.values()):
-            self._restore_step()
+                tp = TopicPartition(topic, partition)
+                self.fetch.added(tp, task.add_records(tp, run))
+        self._hand_over_restored()
+        if self.locked and (due := self.locked.due()):
+            self._create_tasks(due)
+        processed = 0
+        if self.eos and not self.in_transaction:
+            if any(not t.restoring for t in self.tasks.values()):
+                self._begin_transaction()
         for task in list(self.tasks.values()):
             if not task.restoring:
-                task.process(_PROCESS_PER_TASK)
+                if len(task.partitions) > 1 and self._config.max_task_idle_ms >= 0:
+                    task.update_lags(self.fetch.lags(task.partitions))
+                processed += task.process(_PROCESS_PER_TASK)
+        if processed:
+            self.metrics.process.record(processed)
+        self.fetch.release_drained(self._queue_size)
+        self._punctuate()
         self.producer.poll(0)
-        if (time.monotonic() - self._last_commit) * 1000 >= self._config.commit_interval_ms:
+        if (time.monotonic() - self._last_commit) * 1000 >= self._config.commit_interval_ms or any(
+            t.commit_requested for t in self.tasks.values()
+        ):
             self._commit(list(self.tasks.values()))
+        elif self.eos and any(
+            t.uncommitted_bytes > self._config.statestore_uncommitted_max_bytes
+            for t in self.tasks.values()
+        ):
+            # A task's uncommitted writes passed statestore.uncommitted.max.bytes: commit now.
+            self.metrics.early_commits += 1
+            self._commit(list(self.tasks.values()))
+
+    def _punctuate(self) -> None:
+        # Kafka's TaskManager.punctuate: after processing, each running task's due punctuations.
+        for task in list(self.tasks.values()):
+            if not task.restoring:
+                task.punctuate()
 
     # -- restoration --------------------------------------------------------------------------
 
-    def _restore_step(self) -> None:
-        completed = self.reader.restore()
-        restored = self.reader.restored_offsets()
-        for task in self.tasks.values():
-            if not task.restoring:
-                continue
-            if all(tp in completed for tp in task.changelogs.values()):
-                for tp in task.changelogs.values():
-                    if tp in restored:
-                        task.changelog_offsets[tp] = restored[tp]
-                task.restoring = False
-                self.reader.remove(task.changelogs.values())
-                self.consumer.resume(
-                    [KafkaTopicPartition(t.topic, t.partition) for t in task.partitions]
-                )
-                _log.info(
-                    "stream-thread [%s] task %d restored; processing", self.name, task.task_id
-                )
-        self._update_running_state()
+    def _hand_over_restored(self) -> None:
+        restored = self.updater.drain_restored()
+        for task in restored:
+            if self.tasks.get(task.task_id) is not task:
+                continue  # revoked meanwhile
+            task.restoring = False
+            self.consumer.resume(
+                [KafkaTopicPartition(t.topic, t.partition) for t in task.partitions]
+            )
+            _log.info("stream-thread [%s] task %s restored; processing", self.name, task.task_id)
+        if restored:
+            self._update_running_state()
 
     def _update_running_state(self) -> None:
         if self._stop_requested.is_set():
             return
-        restoring = any(t.restoring for t in self.tasks.values())
+        restoring = bool(self.locked) or any(t.restoring for t in self.tasks.values())
         self._set_state(ThreadState.RESTORING if restoring else ThreadState.RUNNING)
 
     # -- rebalance callbacks ------------------------------------------------------------------
@@ -237,26 +392,39 @@ class StreamThread(threading.Thread):
             self.consumer.incremental_assign(partitions)
         else:
             self.consumer.assign(partitions)
-        new_ids = sorted({p.partition for p in partitions} - set(self.tasks))
+        self._open_tasks(partitions)
+
+    def _open_tasks(self, partitions: list[KafkaTopicPartition]) -> None:
+        """Creates the tasks of ``partitions`` (assigned) that have none yet."""
+        id_of = self._topology.task_id
+        self._create_tasks(
+            sorted({id_of(p.topic, p.partition) for p in partitions} - set(self.tasks))
+        )
+
+    def _create_tasks(self, task_ids: list[Any]) -> None:
+        """Creates tasks, hands those with changelogs to the state updater, and pauses the
+        partitions of every task not ready to process (restoring, or waiting for its stores)."""
+        id_of = self._topology.task_id
         created: list[StreamTask] = []
-        for task_id in new_ids:
-            task = StreamTask(
-                task_id, self._topology, self._config, self.producer, self._global_stores
-            )
+        for task_id in task_ids:
+            try:
+                task = StreamTask(
+                    task_id,
+                    self._topology,
+                    self._config,
+                    self.producer,
+                    self._global_stores,
+                    position=self.fetch.position,
+                )
+            except ProcessorStateError as exc:
+                if not is_lock_conflict(exc):
+                    raise
+                self.locked.retry_later(self.name, task_id, exc)
+                continue
+            self.locked.discard({task_id})
             with self._lock:
                 self.tasks[task_id] = task
             created.append(task)
-            starts = task.restore_start_offsets()
-            for name, changelog in task.changelogs.items():
-                self.reader.register(
-                    StateRestorer(
-                        changelog,
-                        task.stores[name],
-                        starts[name],
-                        before_wipe=functools.partial(self._forget, task, changelog),
-                    )
-                )
-            task.restoring = bool(task.changelogs)
         if created:
             committed = self.consumer.committed(
                 [
@@ -267,65 +435,288 @@ class StreamThread(threading.Thread):
                 timeout=30,
             )
             for c in committed:
-                owner = self.tasks.get(c.partition)
+                owner = self.tasks.get(id_of(c.topic, c.partition))
                 if owner is not None:
                     owner.set_partition_time(
                         TopicPartition(c.topic, c.partition), decode_partition_time(c.metadata)
                     )
-        restoring = [
-            KafkaTopicPartition(tp.topic, tp.partition)
-            for t in self.tasks.values()
-            if t.restoring
-            for tp in t.partitions
-            if (tp.topic, tp.partition) in self.coordinator.assignment
+            for task in created:
+                task.restoring = bool(task.changelogs)
+                if task.restoring:
+                    self.updater.add(task)
+        assignment = self.coordinator.assignment
+        waiting = [
+            KafkaTopicPartition(topic, partition)
+            for topic, partition in assignment
+            if (task_id := id_of(topic, partition)) in self.locked
+            or (task_id in self.tasks and self.tasks[task_id].restoring)
         ]
-        if restoring:
-            self.consumer.pause(restoring)
+        if waiting:
+            self.consumer.pause(waiting)
+        # librdkafka keeps a partition paused across a rebalance (a pause made while restoring
+        # a task since closed as lost or migrated, say): a new task starts with it fetching.
+        ready = [
+            KafkaTopicPartition(tp.topic, tp.partition)
+            for t in created
+            if not t.restoring
+            for tp in t.partitions
+            if (tp.topic, tp.partition) in assignment
+        ]
+        if ready:
+            self.consumer.resume(ready)
         self._update_running_state()
 
-    @staticmethod
-    def _forget(task: StreamTask, changelog: TopicPartition) -> None:
-        # The reader is about to wipe this store: its checkpointed offset no longer holds.
-        task.changelog_offsets.pop(changelog, None)
-        kept = {tp: o for tp, o in task.checkpoint_file.read().items() if tp != changelog}
-        if kept:
-            task.checkpoint_file.write(kept)
-        else:
-            task.checkpoint_file.delete()
+    def _queue_size(self, key: tuple[str, int]) -> int | None:
+        task = self.tasks.get(self._topology.task_id(key[0], key[1]))
+        if task is None or (key[0], key[1]) not in self.coordinator.assignment:
+            return None
+        return task.queue_size(TopicPartition(*key))
 
     def _tasks_of(self, partitions: list[KafkaTopicPartition]) -> list[StreamTask]:
-        ids = {p.partition for p in partitions}
+        ids = {self._topology.task_id(p.topic, p.partition) for p in partitions}
         return [t for i, t in self.tasks.items() if i in ids]
 
     def _on_revoked(self, partitions: list[KafkaTopicPartition]) -> None:
         self._set_state(ThreadState.REBALANCING)
+        self.locked.discard({self._topology.task_id(p.topic, p.partition) for p in partitions})
         tasks = self._tasks_of(partitions)
-        self._commit([t for t in tasks if not t.restoring])
+        try:
+            # Under exactly-once one transaction covers every task: commit them all.
+            self._commit([t for t in tasks if not t.restoring])
+        except TaskMigratedError as exc:
+            # Raising here would abort librdkafka's rebalance callback: handle it in place.
+            self._handle_task_migrated(exc)
+            return
+        except TransactionAbortedError as exc:
+            self._handle_transaction_aborted(exc, closing=tasks)
+            return
         self._close_tasks(tasks)
 
     def _on_lost(self, partitions: list[KafkaTopicPartition]) -> None:
         self._set_state(ThreadState.REBALANCING)
+        self.locked.discard({self._topology.task_id(p.topic, p.partition) for p in partitions})
         # Another member owns these partitions now: committing would overwrite its progress.
-        self._close_tasks(self._tasks_of(partitions))
+        lost = self._tasks_of(partitions)
+        if self.eos and self.in_transaction:
+            # The lost tasks' writes are in the thread's one transaction: it is aborted, so the
+            # other tasks start again from their committed offsets too.
+            self._handle_transaction_aborted(
+                TransactionAbortedError("partitions were lost"), closing=lost
+            )
+            return
+        self._close_tasks(lost)
+
+    def _handle_task_migrated(self, exc: TaskMigratedError) -> None:
+        """Kafka's ``handleTaskMigrated``: close every task as lost, then rejoin. Under
+        exactly-once the open transaction is aborted first (the producer replaced if it can
+        write no more)."""
+        _log.warning(
+            "stream-thread [%s] detected that the group moved on without it (%s); closing "
+            "all tasks as lost and rejoining",
+            self.name,
+            exc,
+        )
+        self._set_state(ThreadState.REBALANCING)
+        self._abort_transaction(replace_producer=isinstance(exc, _ProducerFencedError))
+        self._close_tasks(list(self.tasks.values()))
+        self.coordinator.request_rejoin()
+        self._reopen_assigned()
+
+    def _handle_transaction_aborted(
+        self, exc: TransactionAbortedError, closing: list[StreamTask] | None = None
+    ) -> None:
+        """Exactly-once: aborts the open transaction and re-processes every task from the last
+        committed offsets (closed dirty, then opened again, so their queues and partition
+        times are the committed ones); ``closing`` (revoked or lost) are not reopened."""
+        _log.warning(
+            "stream-thread [%s] aborting the transaction (%s); re-processing every task from "
+            "the last committed offsets",
+            self.name,
+            exc,
+        )
+        self._abort_transaction()
+        self._close_tasks(list(self.tasks.values()))
+        gone = {tp for t in closing or [] for tp in t.partitions}
+        self._reopen_assigned(exclude={(tp.topic, tp.partition) for tp in gone})
+
+    def _reopen_assigned(self, exclude: set[tuple[str, int]] | None = None) -> None:
+        # librdkafka's cooperative protocol may keep this member's partitions through the
+        # rejoin without calling back: no partition may stay without a task (its records
+        # would be dropped), so each still assigned gets a new task that starts again from
+        # the committed offset, as a task the rejoin handed back would.
+        assigned = [
+            KafkaTopicPartition(t, p)
+            for t, p in sorted(self.coordinator.assignment)
+            if (t, p) not in (exclude or set())
+        ]
+        if not assigned:
+            return
+        for c in self.consumer.committed(assigned, timeout=30):
+            offset = c.offset if c.offset >= 0 else OFFSET_BEGINNING
+            self.consumer.seek(KafkaTopicPartition(c.topic, c.partition, offset))
+        self._open_tasks(assigned)
+
+    # -- transactions (exactly-once) -----------------------------------------------------------
+
+    def _fenced_cause(self, exc: BaseException) -> str | None:
+        """Under exactly-once, what says that ``exc`` (a processor's failure, say) came from a
+        producer that can write no more (a ``produce`` refused because it was fenced), if
+        anything does."""
+        if not self.eos:
+            return None
+        seen: BaseException | None = exc
+        while seen is not None:
+            if isinstance(seen, KafkaException):
+                error = kafka_error(seen)
+                if error is not None and (
+                    classify_transaction(error) is TransactionErrorKind.PRODUCER_FENCED
+                ):
+                    return f"the producer was fenced: {error.str()}"
+            seen = seen.__cause__ or seen.__context__
+        return None
+
+    def _transactional(self, what: str, call: Callable[..., Any], *args: Any) -> None:
+        """Calls the producer's transactional ``call(*args, timeout)``, classifying its
+        failures (see the module doc); retriable ones are retried until ``task.timeout.ms``."""
+        deadline = time.monotonic() + self._config.task_timeout_ms / 1000.0
+        while True:
+            timeout = max(1.0, min(30.0, deadline - time.monotonic()))
+            try:
+                kafka_call(call, *args, timeout)
+                return
+            except KafkaException as exc:
+                failure = _transaction_failure(what, exc)
+                if failure is not None:
+                    raise failure from exc
+                text = error_text(exc)
+                if time.monotonic() < deadline:
+                    _log.warning(
+                        "stream-thread [%s] %s failed (%s); retrying", self.name, what, text
+                    )
+                    time.sleep(0.1)
+                    continue
+                raise TransactionAbortedError(
+                    f"{what} failed for task.timeout.ms ({text})"
+                ) from exc
+
+    def _begin_transaction(self) -> None:
+        self._transactional("beginning a transaction", _begin, self.producer)
+        self.in_transaction = True
+
+    def _abort_transaction(self, *, replace_producer: bool = False) -> None:
+        """Aborts the open transaction, if any; replaces the producer (and initialises
+        transactions again) when it is fenced or cannot abort. A no-op under at-least-once."""
+        if not self.eos:
+            return
+        if self.in_transaction and not replace_producer:
+            try:
+                kafka_call(self.producer.abort_transaction, 30)
+                self.metrics.transactions_aborted += 1
+            except KafkaException as exc:
+                _log.warning(
+                    "stream-thread [%s] aborting the transaction failed (%s); replacing the "
+                    "producer",
+                    self.name,
+                    error_text(exc),
+                )
+                replace_producer = True
+        self.in_transaction = False
+        if replace_producer:
+            old, self.producer = self.producer, self._new_producer()
+            try:
+                old.purge()
+            except (KafkaException, RuntimeError):
+                pass
+            # Fences the old producer for good and aborts its open transaction, if any.
+            self._transactional("initializing transactions", self.producer.init_transactions)
+            self.metrics.producers_replaced += 1
+
+    # -- commit -------------------------------------------------------------------------------
+
+    def _commit_transaction(self) -> None:
+        """Exactly-once: one transaction for every running task (see the module doc)."""
+        started = self._last_commit = time.monotonic()
+        tasks = [t for t in self.tasks.values() if not t.restoring]
+        if not tasks:
+            return
+        if not self.in_transaction:
+            self._begin_transaction()
+        if not self._flush(tasks):
+            return
+        offsets: list[KafkaTopicPartition] = []
+        for task in tasks:
+            offsets.extend(task.committable_offsets())
+        if offsets:
+            self._transactional(
+                "sending offsets to the transaction",
+                self.producer.send_offsets_to_transaction,
+                offsets,
+                self.consumer.consumer_group_metadata(),
+            )
+        self._transactional("committing the transaction", self.producer.commit_transaction)
+        self.in_transaction = False
+        for task in tasks:
+            task.apply_committed()
+            task.mark_committed()
+        if offsets:
+            self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
+            self._purger.purge(offsets)
 
     def _close_tasks(self, tasks: list[StreamTask]) -> None:
+        self.fetch.forget((tp.topic, tp.partition) for t in tasks for tp in t.partitions)
+        # The updater lets go of restoring tasks' stores before they are closed.
+        self.updater.remove({t.task_id for t in tasks if t.restoring})
         for task in tasks:
-            self.reader.remove(task.changelogs.values())
+            self.metrics.closed_tasks_dropped += task.dropped_records()
             with self._lock:
                 self.tasks.pop(task.task_id, None)
             task.close()
 
     # -- commit -------------------------------------------------------------------------------
 
+    def _flush(self, tasks: list[StreamTask]) -> bool:
+        """Flushes the tasks' caches, then the producer; False (WARN) when records stay
+        unacknowledged after 30 s."""
+        for task in tasks:
+            task.flush_caches()  # their changelog records must be acknowledged too
+        try:
+            remaining = kafka_call(self.producer.flush, 30)
+        except KafkaException as exc:
+            # A fatal producer error (under exactly-once: fenced while its partitions were
+            # being added to the transaction) may surface here first, before any delivery
+            # report says so.
+            failure = (
+                _transaction_failure("flushing the producer", exc)
+                if self.eos
+                else StreamsError(f"flushing the producer failed: {error_text(exc)}")
+            )
+            if failure is not None:
+                raise failure from exc
+            remaining = len(self.producer)
+        if remaining:
+            # The broker is away: the records stay queued (librdkafka retries them until
+            # message.timeout.ms, after which a delivery error fails the task; under
+            # exactly-once the transaction stays open until the next commit).
+            _log.warning(
+                "stream-thread [%s] %d records not acknowledged within 30 s; committing later",
+                self.name,
+                remaining,
+            )
+            return False
+        return True
+
     def _commit(self, tasks: list[StreamTask]) -> None:
-        self._last_commit = time.monotonic()
+        """Commits ``tasks``; raises :class:`TaskMigratedError` when the group moved on
+        without this member, and skips (WARN) a commit the cluster cannot take now. Under
+        exactly-once, commits every running task in one transaction instead."""
+        if self.eos:
+            self._commit_transaction()
+            return
+        started = self._last_commit = time.monotonic()
         if not tasks:
             return
-        remaining = self.producer.flush(30)
-        if remaining:
-            raise StreamsError(
-                f"{remaining} records were not acknowledged within 30 s; not committing"
-            )
+        if not self._flush(tasks):
+            return
         offsets: list[KafkaTopicPartition] = []
         for task in tasks:
             offsets.extend(task.prepare_commit())
@@ -334,23 +725,57 @@ class StreamThread(threading.Thread):
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
-            raise StreamsError(
-                f"committing offsets failed: {exc.args[0] if exc.args else exc}"
-            ) from exc
+            error = kafka_error(exc)
+            kind = classify(error) if error is not None else ErrorKind.OTHER
+            if kind is ErrorKind.TASK_MIGRATED:
+                raise TaskMigratedError(
+                    f"committing offsets failed: {error_text(exc)}; the consumer is no longer "
+                    "part of the group"
+                ) from exc
+            if kind is ErrorKind.RETRIABLE:
+                _log.warning(
+                    "stream-thread [%s] committing offsets failed (%s); retrying at the next "
+                    "commit",
+                    self.name,
+                    error_text(exc),
+                )
+                return
+            raise StreamsError(f"committing offsets failed: {error_text(exc)}") from exc
         for task in tasks:
-            task.consumed.clear()
+            task.mark_committed()
+        self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
+        self._purger.purge(offsets)
 
     def _close(self) -> None:
         try:
+            if self.eos and self.in_transaction:
+                # The thread dies (or shuts down) with writes not committed: abort them, so no
+                # read_committed reader waits for transaction.timeout.ms.
+                try:
+                    kafka_call(self.producer.abort_transaction, 10)
+                except (KafkaException, RuntimeError):
+                    pass
+                self.in_transaction = False
             self._close_tasks(list(self.tasks.values()))
         finally:
             self.coordinator.leave()
-            for client in (self.consumer, self.restore_consumer):
-                try:
-                    client.close()
-                except (KafkaException, RuntimeError):
-                    pass
-            self.producer.flush(10)
+            self.updater.shutdown()
+            try:
+                self.consumer.close()
+            except (KafkaException, RuntimeError):
+                pass
+            # Closed now, not when the garbage collector finds it: a producer left open keeps
+            # reconnecting (and logging) after its brokers are gone. A producer that failed
+            # fatally raises from flush, and close warns that it could not abort (an error where
+            # warnings are errors): neither may skip the rest of the close.
+            try:
+                kafka_call(self.producer.flush, 10)
+            except (KafkaException, RuntimeError):
+                pass
+            try:
+                self.producer.close()
+            except Exception as exc:  # see above
+                _log.debug("stream-thread [%s] closing the producer: %s", self.name, exc)
             with self._lock:
                 self._state = ThreadState.DEAD
             self._on_state_change()

@@ -6,22 +6,29 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.global_thread import GlobalStreamThread
+from streamstate.app.handlers import StreamThreadExceptionResponse
+from streamstate.app.metrics import RestoreMetrics
 from streamstate.app.queries import ReadOnlyKeyValueStore
 from streamstate.app.state import State, StateListener, StateMachine
+from streamstate.app.state_directory import StateDirectoryLock, process_id
 from streamstate.app.stream_thread import StreamThread, ThreadState
 from streamstate.app.topology import Topology
 from streamstate.clients.config import admin_config
 from streamstate.errors import StreamsError
+from streamstate.processor.repartition import REPARTITION_TOPIC_CONFIG, plan_internal_topics
 from streamstate.state.restorer import StateRestoreListener
 
-__all__ = ["StreamsApp"]
+__all__ = ["StreamsApp", "UncaughtExceptionHandler"]
+
+UncaughtExceptionHandler = Callable[[BaseException], StreamThreadExceptionResponse]
+"""``fn(exc) -> StreamThreadExceptionResponse``, told of each stream thread's death."""
 
 _log = logging.getLogger("streamstate.app")
 _WORKING = frozenset({State.REBALANCING, State.RUNNING, State.RESTORING})
@@ -34,8 +41,10 @@ class StreamsApp:
     ``RESTORING`` (global stores bootstrapping or task stores restoring) and ``RUNNING``.
     ``close()`` commits, closes every store and leaves the group (a member with
     ``group.instance.id`` stays until its session times out). ``store(name, partition=None)``
-    returns a query facade (``streamstate.app.queries``). An error in any thread moves the client
-    to ``PENDING_ERROR`` then ``ERROR``, closing the other threads.
+    returns a query facade (``streamstate.app.queries``). A stream thread that dies goes to the
+    uncaught exception handler (:meth:`set_uncaught_exception_handler`): by default, as in Kafka,
+    the client moves to ``PENDING_ERROR`` then ``ERROR``, closing the other threads.
+    ``metrics()`` reads Kafka Streams' main metrics.
     """
 
     def __init__(
@@ -47,7 +56,7 @@ class StreamsApp:
     ) -> None:
         """Validates the topology and config; nothing connects before :meth:`start`."""
         self.config = StreamsConfig.from_mapping(config)
-        topology.node()
+        topology.validate()
         sources = topology.source_topics
         if len(sources) > 1 and "partition.assignment.strategy" not in config:
             # cooperative-sticky does not keep partition p of every source topic together.
@@ -58,12 +67,21 @@ class StreamsApp:
                 "partition.assignment.strategy=range"
             )
         self.topology = topology
-        self._restore_listener = restore_listener
+        # What the threads run: internal topics named for this application id.
+        self._bound = topology.bind(self.config.application_id)
+        self._restore_metrics = RestoreMetrics(restore_listener)
+        self._exception_handler: UncaughtExceptionHandler | None = None
         self._machine = StateMachine(self.config.client_id)
         self._threads: list[StreamThread] = []
         self._global: GlobalStreamThread | None = None
         self._lock = threading.RLock()
+        self._global_stores: dict[str, Any] = {}
+        self._directory_lock = StateDirectoryLock(self.config.app_dir())
         self.fatal_error: BaseException | None = None
+        self.threads_replaced = 0
+        # Read from the state directory at start() (under its lock): what names the stream
+        # threads' transactional producers under exactly-once.
+        self.process_id: str | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -81,7 +99,20 @@ class StreamsApp:
         ``setGlobalStateRestoreListener``); only before :meth:`start`."""
         if self._machine.state is not State.CREATED:
             raise StreamsError("the restore listener can only be set before start()")
-        self._restore_listener = listener
+        self._restore_metrics.inner = listener
+
+    def set_uncaught_exception_handler(self, handler: UncaughtExceptionHandler | None) -> None:
+        """Calls ``handler(exc)`` when a stream thread dies of ``exc``; it returns a
+        :class:`~streamstate.StreamThreadExceptionResponse`: ``REPLACE_THREAD`` (a new thread
+        takes the dead one's place and the client keeps running), ``SHUTDOWN_CLIENT`` (the
+        default without a handler: the client closes to ``ERROR``) or ``SHUTDOWN_APPLICATION``
+        (this client closes to ``ERROR``; see ``docs/runtime.md``). A handler that raises or
+        returns anything else means ``SHUTDOWN_CLIENT``. Only before :meth:`start` (Kafka's
+        ``setUncaughtExceptionHandler``). A failure of the global thread always closes the
+        client to ``ERROR``, as in Kafka."""
+        if self._machine.state is not State.CREATED:
+            raise StreamsError("the uncaught exception handler can only be set before start()")
+        self._exception_handler = handler
 
     def wait_for_state(self, state: State, timeout: float | None = None) -> bool:
         """Blocks until the client is in ``state``; False on timeout."""
@@ -91,7 +122,8 @@ class StreamsApp:
         with self._lock:
             if self._machine.state not in _WORKING:
                 return
-            states = [t.state for t in self._threads]
+            # A dead thread being replaced does not hold the client back.
+            states = [t.state for t in self._threads if t.state is not ThreadState.DEAD]
             # A global store being built or rebuilt makes the client RESTORING whatever the
             # group does (its stream threads wait for the bootstrap, or keep running).
             if self._global is not None and self._global.restoring:
@@ -110,8 +142,14 @@ class StreamsApp:
         """Creates missing changelog topics, starts the global thread and the stream threads."""
         if self._machine.state is not State.CREATED:
             raise StreamsError(f"the client can only start once; it is {self.state.value}")
-        self._prepare_topics()
-        self.config.app_dir().mkdir(parents=True, exist_ok=True)
+        # One client per state directory: a second one fails here, before touching a store.
+        self._directory_lock.acquire()
+        try:
+            self.process_id = str(process_id(self.config.app_dir()))
+            self._prepare_topics()
+        except BaseException:
+            self._directory_lock.release()
+            raise
         global_stores: dict[str, Any] = {}
         self._machine.transition(State.REBALANCING)
         if self.topology.global_stores:
@@ -120,41 +158,125 @@ class StreamsApp:
                 self.config,
                 on_restoring_change=self._update_state,
                 on_fatal=lambda exc: self._fail(None, exc),
-                restore_listener=self._restore_listener,
+                restore_listener=self._restore_metrics,
             )
             global_stores = dict(self._global.stores)
-        self._threads = [
-            StreamThread(
-                i,
-                self.topology,
-                self.config,
-                global_stores,
-                on_state_change=self._update_state,
-                on_fatal=self._fail,
-                restore_listener=self._restore_listener,
-                wait_for=self._global.bootstrapped if self._global is not None else None,
-            )
-            for i in range(self.config.num_stream_threads)
-        ]
+        self._global_stores = global_stores
+        self._threads = [self._new_thread(i) for i in range(self.config.num_stream_threads)]
         if self._global is not None:
             self._global.start()
         for thread in self._threads:
             thread.start()
 
+    def _new_thread(self, index: int) -> StreamThread:
+        return StreamThread(
+            index,
+            self._bound,
+            self.config,
+            self._global_stores,
+            on_state_change=self._update_state,
+            on_fatal=self._on_thread_died,
+            restore_listener=self._restore_metrics,
+            wait_for=self._global.bootstrapped if self._global is not None else None,
+            process_id=self.process_id,
+        )
+
+    def transactional_ids(self) -> list[str]:
+        """Under exactly-once, each stream thread's ``transactional.id``
+        (``<application.id>-<process id>-<thread index from 1>``), in thread order; empty
+        under at-least-once or before :meth:`start`."""
+        return [t.transactional_id for t in self._threads if t.transactional_id is not None]
+
+    def _on_thread_died(self, thread: StreamThread, exc: BaseException) -> None:
+        """A stream thread's last act: ask the handler what to do (Kafka 2.8+)."""
+        response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+        if self._exception_handler is not None:
+            try:
+                response = StreamThreadExceptionResponse(self._exception_handler(exc))
+            except Exception:
+                _log.exception(
+                    "stream-client [%s] the uncaught exception handler failed; shutting down",
+                    self.config.client_id,
+                )
+        if response is StreamThreadExceptionResponse.REPLACE_THREAD and self.state in _WORKING:
+            _log.error(
+                "stream-client [%s] replacing thread %s, which died of %s",
+                self.config.client_id,
+                thread.name,
+                exc,
+            )
+            threading.Thread(
+                target=self._replace_thread,
+                args=(thread,),
+                name=f"{thread.name}-replacer",
+                daemon=True,
+            ).start()
+            return
+        if response is StreamThreadExceptionResponse.SHUTDOWN_APPLICATION:
+            _log.error(
+                "stream-client [%s] SHUTDOWN_APPLICATION: closing this client to ERROR; the "
+                "application's other clients are not told (docs/runtime.md)",
+                self.config.client_id,
+            )
+        self._fail(thread, exc)
+
+    def _replace_thread(self, dead: StreamThread) -> None:
+        # Wait until the dead thread has closed its stores and left the group: its successor
+        # may be given the same tasks and open the same store directories.
+        dead.join()
+        with self._lock:
+            if self.state not in _WORKING or dead not in self._threads:
+                return
+            fresh = self._new_thread(self._threads.index(dead))
+            self._threads[self._threads.index(dead)] = fresh
+            self.threads_replaced += 1
+        fresh.start()
+        self._update_state()
+
     def _prepare_topics(self) -> None:
-        admin = AdminClient(admin_config(self.config.bootstrap_servers))
+        admin = AdminClient(
+            admin_config(self.config.bootstrap_servers, overrides=self.config.overrides)
+        )
         metadata = admin.list_topics(timeout=30)
         partitions = 0
-        for topic in self.topology.source_topics:
+        topology = self._bound
+        if topology.is_graph:
+            user_topics = topology.graph().user_topics()
+        else:
+            user_topics = topology.source_topics
+        for topic in user_topics:
             info = metadata.topics.get(topic)
             if info is None or info.error is not None:
                 raise StreamsError(f"source topic {topic!r} does not exist", topic=topic)
             partitions = max(partitions, len(info.partitions))
-        wanted = [
+        replication = 1 if len(metadata.brokers) == 1 else -1
+        changelog_partitions = {name: partitions for name in topology.stores}
+        wanted = []
+        if topology.is_graph:
+            internal = plan_internal_topics(
+                topology.graph(),
+                self.config.application_id,
+                {
+                    name: len(info.partitions)
+                    for name, info in metadata.topics.items()
+                    if info.error is None
+                },
+            )
+            changelog_partitions = internal.changelogs
+            wanted += [
+                NewTopic(
+                    topic,
+                    num_partitions=count,
+                    replication_factor=replication,
+                    config=dict(REPARTITION_TOPIC_CONFIG),
+                )
+                for topic, count in internal.repartitions.items()
+            ]
+        wanted += [
             NewTopic(
                 spec.changelog_topic(self.config.application_id),
-                num_partitions=partitions,
-                replication_factor=1 if len(metadata.brokers) == 1 else -1,
+                num_partitions=changelog_partitions[spec.name],
+                replication_factor=replication,
                 config={"cleanup.policy": "compact"},
             )
             for spec in self.topology.stores.values()
@@ -166,11 +288,11 @@ class StreamsApp:
         for topic, future in admin.create_topics(wanted, operation_timeout=30).items():
             try:
                 future.result(timeout=30)
-                _log.info("Created changelog topic %r with %d partitions", topic, partitions)
+                _log.info("Created internal topic %r", topic)
             except Exception as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise StreamsError(
-                        f"could not create changelog topic {topic!r}: {exc}", topic=topic
+                        f"could not create internal topic {topic!r}: {exc}", topic=topic
                     ) from exc
 
     def _fail(self, thread: StreamThread | None, exc: BaseException) -> None:
@@ -186,6 +308,7 @@ class StreamsApp:
 
         def finish() -> None:
             self._join(None)
+            self._directory_lock.release()
             self._machine.transition(State.ERROR, only_from=frozenset({State.PENDING_ERROR}))
 
         threading.Thread(target=finish, name="streamstate-close-to-error", daemon=True).start()
@@ -222,6 +345,7 @@ class StreamsApp:
             self._global.shutdown()
         done = self._join(timeout)
         if done:
+            self._directory_lock.release()
             self._machine.transition(
                 State.NOT_RUNNING, only_from=frozenset({State.PENDING_SHUTDOWN})
             )
@@ -248,7 +372,19 @@ class StreamsApp:
             known=lambda n: n in self.topology.stores or n in self.topology.global_stores,
             is_global=lambda n: n in self.topology.global_stores,
             lookup=self._lookup,
+            restoring=self._store_restoring,
         )
+
+    def _store_restoring(self, name: str, partition: int | None) -> bool:
+        if name in self.topology.global_stores:
+            return self._global is None or not self._global.bootstrapped.is_set()
+        for thread in self._threads:
+            if thread.locked if partition is None else thread.locked.holds_partition(partition):
+                return True
+            for task in thread.active_tasks().values():
+                if task.restoring and partition in (None, task.partition) and name in task.stores:
+                    return True
+        return False
 
     def _lookup(self, name: str, partition: int | None) -> list[Any]:
         if name in self.topology.global_stores:
@@ -256,10 +392,57 @@ class StreamsApp:
             return [store] if store is not None and store.is_open() else []
         found = []
         for thread in self._threads:
-            for task_id, task in sorted(thread.active_tasks().items()):
-                if task.restoring or (partition is not None and task_id != partition):
+            for _, task in sorted(thread.active_tasks().items()):
+                if task.restoring or (partition is not None and task.partition != partition):
                     continue
                 store = task.stores.get(name)
                 if store is not None and store.is_open():
                     found.append(store)
         return found
+
+    # -- metrics ------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        """Kafka Streams' main metrics under their names, as a plain dict (``docs/api.md``):
+        the client ``state`` and ``alive-stream-threads``; over the stream threads,
+        ``process-total``, ``process-rate``, ``poll-records-avg``, ``commit-total``,
+        ``commit-latency-avg``, ``commit-latency-max``, ``dropped-records-total``;
+        ``records-lag`` as ``{topic: {partition: lag}}`` for the partitions of running tasks
+        whose lag the consumer knows; ``restore-rate`` and ``restore-remaining-records-total``
+        as ``{store: value}``. Rates and averages cover the last 30 s."""
+        threads = list(self._threads)
+        process_total = process_rate = 0.0
+        poll_sum = poll_count = commit_sum = commit_count = commit_max = 0.0
+        dropped = 0
+        lags: dict[str, dict[int, int]] = {}
+        for thread in threads:
+            m = thread.metrics
+            process_total += m.process.total
+            process_rate += m.process.rate()
+            total, count = m.poll_records.window()
+            poll_sum, poll_count = poll_sum + total, poll_count + count
+            total, count = m.commit_latency.window()
+            commit_sum, commit_count = commit_sum + total, commit_count + count
+            commit_max = max(commit_max, m.commit_latency.max)
+            dropped += m.closed_tasks_dropped
+            tasks = thread.active_tasks()
+            for task in tasks.values():
+                dropped += task.dropped_records()
+            if thread.state is not ThreadState.DEAD:
+                running = [tp for t in tasks.values() if not t.restoring for tp in t.partitions]
+                for tp, lag in thread.fetch.lags(running).items():
+                    lags.setdefault(tp.topic, {})[tp.partition] = lag
+        return {
+            "state": self.state.value,
+            "alive-stream-threads": sum(1 for t in threads if t.is_alive()),
+            "process-total": int(process_total),
+            "process-rate": process_rate,
+            "poll-records-avg": poll_sum / poll_count if poll_count else 0.0,
+            "commit-total": sum(t.metrics.commit_latency.count for t in threads),
+            "commit-latency-avg": commit_sum / commit_count if commit_count else 0.0,
+            "commit-latency-max": commit_max,
+            "dropped-records-total": dropped,
+            "records-lag": lags,
+            "restore-rate": self._restore_metrics.restore_rate(),
+            "restore-remaining-records-total": self._restore_metrics.remaining(),
+        }

@@ -9,26 +9,59 @@ acknowledged; their offsets are known), flush the stores, write the ``.checkpoin
 changelog offsets, then commit the consumed offsets with the partition time in the metadata.
 A crash anywhere re-processes from the last committed offsets over stores that are at or behind
 the checkpoint, never ahead of what the changelog holds.
+
+What is committed follows Kafka 3.x's ``StreamTask``: for each partition that processed or
+dropped records since the last commit, the offset of the record at the head of its queue, or,
+when the queue is empty, the consumer's position (``findOffset``): records dropped after the last
+processed one (bad records, negative timestamps) and transaction markers leave no lag. The
+metadata carries the partition time as the highest timestamp *processed* (not merely buffered),
+so a new owner stamps exactly as an uninterrupted run would.
+
+Under exactly-once (``exactly_once_v2``) the stream thread commits every task in one
+transaction, and the stores never get ahead of it: each store is wrapped in a
+:class:`~streamstate.state.transaction_buffer.TransactionBuffer` below its change-logging layer,
+so the commit is split in two: :meth:`StreamTask.committable_offsets` before the transaction
+commits, :meth:`StreamTask.apply_committed` (buffers applied, stores flushed, checkpoint
+written) after it; :meth:`StreamTask.abort` discards every uncommitted write (caches and
+buffers). A delivery report saying the transaction cannot commit (the producer fenced, the
+transaction abortable) is raised at the next check as :class:`~streamstate.errors.TaskMigratedError`
+or :class:`TransactionAbortedError`, never handed to the production exception handler.
+
+Readiness follows KIP-695 (Kafka 3.0+): with several partitions, a task processes only when
+every partition has buffered records, or when an empty partition's lag is known to be 0 and it
+has waited ``max.task.idle.ms`` (``-1``: never wait). The stream thread refreshes the lags after
+each poll (:meth:`StreamTask.update_lags`).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from streamstate.app import handlers
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
 from streamstate.app.topology import Topology
-from streamstate.errors import CorruptCheckpointError, StreamsError
+from streamstate.clients.kafka_errors import TransactionErrorKind, classify_transaction
+from streamstate.errors import (
+    CorruptCheckpointError,
+    StreamsError,
+    TaskCorruptedError,
+    TaskMigratedError,
+)
+from streamstate.processor.processor_topology import ProcessorTopology
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import NOT_KNOWN, TopicPartition
 from streamstate.serde import BytesDeserializer
+from streamstate.state.caching import CachingKeyValueStore
 from streamstate.state.checkpoint import OffsetCheckpoint
 from streamstate.state.stores import (
     InMemoryKeyValueStore,
@@ -36,27 +69,51 @@ from streamstate.state.stores import (
     holds_data,
     wipe_store,
 )
+from streamstate.state.transaction_buffer import TransactionBuffer
 
-__all__ = ["StreamTask", "decode_partition_time", "encode_partition_time"]
+__all__ = [
+    "StreamTask",
+    "TransactionAbortedError",
+    "decode_partition_time",
+    "encode_partition_time",
+]
 
 _log = logging.getLogger("streamstate.app")
-_METADATA_VERSION = 1
+# Kafka 3.x writes version 2 (the partition time, then processor metadata, empty here); 2.x
+# wrote version 1 (the partition time alone). Both carry the time in the same 8 bytes.
+_METADATA_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 def encode_partition_time(partition_time: int) -> str:
-    """Kafka Streams' commit metadata: base64 of a version byte and the partition time."""
+    """Kafka Streams 3.x's commit metadata (``TopicPartitionMetadata`` version 2): base64 of a
+    version byte and the partition time, with no processor metadata."""
     return base64.b64encode(struct.pack(">bq", _METADATA_VERSION, partition_time)).decode()
 
 
 def decode_partition_time(metadata: str | None) -> int:
-    """The partition time in commit metadata, ``NOT_KNOWN`` when absent or unreadable."""
+    """The partition time in commit metadata of version 1 (Kafka 2.x) or 2 (Kafka 3.x, any
+    processor metadata after it ignored), ``NOT_KNOWN`` when absent or unreadable."""
     if not metadata:
         return NOT_KNOWN
     try:
         version, value = struct.unpack(">bq", base64.b64decode(metadata)[:9])
     except (ValueError, struct.error):
         return NOT_KNOWN
-    return int(value) if version == _METADATA_VERSION else NOT_KNOWN
+    return int(value) if version in _READABLE_VERSIONS else NOT_KNOWN
+
+
+class TransactionAbortedError(StreamsError):
+    """The thread's transaction cannot commit and must be aborted (librdkafka's
+    ``txn_requires_abort``); its tasks are then re-processed from the last committed offsets.
+    Raised inside the stream thread only."""
+
+
+class _Position:
+    """Where a graph task's loop records the input record's position (the one-function form
+    keeps it in its ``ProcessorContext``; a graph's processors read ``record_metadata``)."""
+
+    __slots__ = ("offset", "partition", "timestamp", "topic")
 
 
 class StreamTask:
@@ -64,33 +121,54 @@ class StreamTask:
 
     def __init__(
         self,
-        task_id: int,
+        task_id: Any,
         topology: Topology,
         config: StreamsConfig,
         producer: Producer,
         global_stores: dict[str, Any],
+        *,
+        position: Callable[[TopicPartition], int] | None = None,
     ) -> None:
-        """Opens the task's stores; nothing is read or restored yet."""
+        """Opens the task's stores; nothing is read or restored yet. ``task_id`` is the
+        partition in the one-function form, a ``TaskId`` in a graph. ``position(tp)`` is the
+        consumer's position in a source partition (negative when unknown), what a commit uses
+        for a partition whose queue is empty."""
         self.task_id = task_id
+        self._position = position
         self._config = config
         self._producer = producer
-        node = topology.node()
-        self._process = node.function
-        self.partitions = [TopicPartition(t, task_id) for t in node.sources]
-        key_de = node.key_deserializer or BytesDeserializer()
-        value_de = node.value_deserializer or BytesDeserializer()
+        graph = topology.graph() if topology.is_graph else None
+        app_id = config.application_id
+        # (topic, key deserializer, value deserializer, timestamp extractor or None) per source
+        sources: list[tuple[str, Any, Any, Any]]
+        if graph is None:
+            node = topology.node()
+            self.partition: int = task_id
+            key_de = node.key_deserializer or BytesDeserializer()
+            value_de = node.value_deserializer or BytesDeserializer()
+            sources = [(t, key_de, value_de, None) for t in node.sources]
+            store_specs = list(topology.stores.values())
+            declared_names: tuple[str, ...] = node.stores
+        else:
+            subtopology = graph.subtopologies[task_id.subtopology]
+            self.partition = task_id.partition
+            sources = graph.task_sources(subtopology, app_id)
+            store_specs = [topology.stores[name] for name in subtopology.stores]
+            declared_names = subtopology.stores
+        self.partitions = [TopicPartition(t, self.partition) for t, _, _, _ in sources]
         queues = {
-            tp: RecordQueue(
-                tp.topic,
-                tp.partition,
+            TopicPartition(topic, self.partition): RecordQueue(
+                topic,
+                self.partition,
                 key_deserializer=key_de,
                 value_deserializer=value_de,
-                timestamp_extractor=config.default_timestamp_extractor,
+                timestamp_extractor=extractor or config.default_timestamp_extractor,
                 deserialization_exception_handler=config.default_deserialization_exception_handler,
             )
-            for tp in self.partitions
+            for topic, key_de, value_de, extractor in sources
         }
         self.group = PartitionGroup(queues)
+        self._queues = queues
         self.directory = config.app_dir() / str(task_id)
         self.checkpoint_file = OffsetCheckpoint(self.directory / ".checkpoint")
         # Changelog offsets acknowledged by the broker: the checkpoint's content.
@@ -98,8 +176,13 @@ class StreamTask:
         self.stores: dict[str, Any] = {}
         self.changelogs: dict[str, TopicPartition] = {}
         self._send_error: str | None = None
+        # Under exactly-once: a delivery error that dooms the transaction (see the module doc).
+        self._txn_error: tuple[TransactionErrorKind, str] | None = None
+        self._eos = config.exactly_once
+        self._caches: list[CachingKeyValueStore] = []
+        self._buffers: list[TransactionBuffer] = []
         declared: dict[str, Any] = {}
-        for spec in topology.stores.values():
+        for spec in store_specs:
             store: InMemoryKeyValueStore | PersistentKeyValueStore
             if spec.persistent:
                 self.directory.mkdir(parents=True, exist_ok=True)
@@ -107,46 +190,83 @@ class StreamTask:
             else:
                 store = InMemoryKeyValueStore(spec.name)
             self.stores[spec.name] = store
+            below: Any = store
+            if self._eos:
+                below = TransactionBuffer(store)
+                self._buffers.append(below)
             if spec.logged:
-                changelog = TopicPartition(spec.changelog_topic(config.application_id), task_id)
+                changelog = TopicPartition(spec.changelog_topic(app_id), self.partition)
                 self.changelogs[spec.name] = changelog
                 wrapped: Any = ChangeLoggingKeyValueStore(
-                    store, producer, changelog.topic, task_id, self._on_changelog_delivery
+                    below, producer, changelog.topic, self.partition, self._on_changelog_delivery
                 )
             else:
-                wrapped = store
-            if spec.name in node.stores:
+                wrapped = below
+            if spec.caching:
+                wrapped = CachingKeyValueStore(wrapped)
+                self._caches.append(wrapped)
+            if spec.name in declared_names:
                 declared[spec.name] = wrapped
-        for name in node.stores:
-            if name in global_stores:
-                declared[name] = ReadOnlyStoreView(global_stores[name])
+        global_views = {
+            name: ReadOnlyStoreView(store)
+            for name, store in global_stores.items()
+            if graph is not None or name in declared_names
+        }
+        if graph is None:
+            declared.update(global_views)
         self._changelog_by_topic = {tp.topic: tp for tp in self.changelogs.values()}
-        self.context = ProcessorContext(task_id, declared, frozenset(node.sinks), producer)
-        # Offsets consumed (next offset to read) since the last commit, per source partition's
-        # queue (what next_record hands back with each record).
+        # A graph's processors are made and initialized once the stores are restored (Kafka
+        # initializes the topology after restoration): see _initialize_topology.
+        self.processors: ProcessorTopology | None = None
+        self._make_topology: Callable[[], ProcessorTopology] | None = None
+        if graph is None:
+            self.context: Any = ProcessorContext(
+                task_id, declared, frozenset(node.sinks), producer, on_send=self._on_sink_delivery
+            )
+            self._process = node.function
+        else:
+            self.context = _Position()
+            self._process = self._initialize_topology
+            self._make_topology = functools.partial(
+                ProcessorTopology,
+                graph,
+                subtopology,
+                task_id,
+                app_id,
+                declared,
+                global_views,
+                producer,
+                lambda: self.group.stream_time,
+                self._on_sink_delivery,
+            )
+        # The partitions to commit: those that processed or dropped records since the last
+        # commit, each with the offset after the last record added (the fallback of a commit
+        # when its queue is empty and the consumer's position is not known).
         self.consumed: dict[RecordQueue, int] = {}
-        self._idle_since: float | None = None
+        self._processed: set[RecordQueue] = set()  # partitions processed since the last commit
+        # The highest timestamp processed per partition (what Kafka commits as partition time).
+        self._processed_time: dict[RecordQueue, int] = {}
+        # KIP-695: the lag of each partition at the last poll (absent: unknown), and the
+        # wall-clock deadline (ms) of each empty partition with lag 0.
+        self.lags: dict[TopicPartition, int] = {}
+        self._idle_deadlines: dict[TopicPartition, float] = {}
+        self._processing_handler = config.processing_exception_handler
+        self._production_handler = config.default_production_exception_handler
+        self.dropped = 0  # records dropped by the processing and production handlers
         self.restoring = False
 
     # -- restoration --------------------------------------------------------------------------
 
     def restore_start_offsets(self) -> dict[str, int | None]:
         """Per logged store, the checkpointed offset to restore past, or ``None`` to restore
-        from the beginning, having wiped any store whose contents the checkpoint does not vouch
-        for: with a corrupt ``.checkpoint`` (WARN, then every store), and a persistent store
-        holding data without a checkpointed offset. In-memory stores always start empty."""
+        from the beginning, having wiped a persistent store holding data without a checkpointed
+        offset (in-memory stores always start empty). A corrupt ``.checkpoint`` raises
+        :class:`~streamstate.errors.TaskCorruptedError`: the state updater then wipes every
+        store of the task and restores them from the beginning."""
         try:
             offsets = self.checkpoint_file.read()
         except CorruptCheckpointError as exc:
-            _log.warning(
-                "%s; task %d wipes its stores and restores them from the beginning",
-                exc,
-                self.task_id,
-            )
-            self.checkpoint_file.delete()
-            offsets = {}
-            for store in self.stores.values():
-                wipe_store(store)
+            raise TaskCorruptedError(f"task {self.task_id}: {exc}") from exc
         starts: dict[str, int | None] = {}
         for name, tp in self.changelogs.items():
             store = self.stores[name]
@@ -158,36 +278,75 @@ class StreamTask:
             starts[name] = offset
         return starts
 
+    def forget_changelog(self, changelog: TopicPartition) -> None:
+        """Drops ``changelog``'s offset from the checkpoint: its store is about to be wiped,
+        and the checkpoint must never claim contents the store no longer has."""
+        self.changelog_offsets.pop(changelog, None)
+        kept = {tp: o for tp, o in self.checkpoint_file.read().items() if tp != changelog}
+        if kept:
+            self.checkpoint_file.write(kept)
+        else:
+            self.checkpoint_file.delete()
+
     # -- processing ---------------------------------------------------------------------------
 
-    def add_records(self, tp: TopicPartition, messages: list[Message[Any, Any]]) -> None:
-        """Buffers polled records of one source partition (deserialized and stamped in Rust)."""
-        self.group.add_raw_records(tp, messages)
+    def add_records(self, tp: TopicPartition, messages: list[Message[Any, Any]]) -> int:
+        """Buffers polled records of one source partition (deserialized and stamped in Rust);
+        returns the partition's queue size afterwards."""
+        queue = self._queues[tp]
+        # Recorded before admission: a failing record leaves the ones before it queued, and
+        # the partition must be committed even if every record added is dropped.
+        self.consumed[queue] = (messages[-1].offset() or 0) + 1
+        return int(self.group.add_raw_records(tp, messages))
+
+    def queue_size(self, tp: TopicPartition) -> int:
+        """The number of records buffered for ``tp``."""
+        return len(self._queues[tp])
 
     def set_partition_time(self, tp: TopicPartition, partition_time: int) -> None:
         """Restores the partition time committed with the offsets."""
         if partition_time != NOT_KNOWN:
             self.group.set_partition_time(tp, partition_time)
+            self._processed_time[self._queues[tp]] = partition_time
+
+    def update_lags(self, lags: dict[TopicPartition, int]) -> None:
+        """The lag of each partition now (what the consumer knows; absent or negative:
+        unknown), read by :meth:`ready`."""
+        self.lags = lags
 
     def ready(self) -> bool:
-        """Whether the task may process now: every partition has records, or those without
-        have waited ``max.task.idle.ms`` (Kafka Streams' enforced processing)."""
+        """Whether the task may process now (KIP-695, see the module doc)."""
         if self.group.num_buffered() == 0:
-            self._idle_since = None
             return False
-        if len(self.partitions) == 1 or self.group.all_partitions_buffered():
-            self._idle_since = None
+        idle_ms = self._config.max_task_idle_ms
+        if len(self.partitions) == 1 or idle_ms < 0:
             return True
-        now = time.monotonic()
-        if self._idle_since is None:
-            self._idle_since = now
-        return (now - self._idle_since) * 1000 >= self._config.max_task_idle_ms
+        if self.group.all_partitions_buffered():
+            self._idle_deadlines.clear()
+            return True
+        now = time.monotonic() * 1000
+        for tp in self.partitions:
+            if self._queues[tp].size():
+                self._idle_deadlines.pop(tp, None)
+                continue
+            lag = self.lags.get(tp, -1)
+            if lag != 0:
+                # Unknown (no fetch yet), or records on the broker not yet buffered here:
+                # processing now could take a later record before an earlier one.
+                return False
+            deadline = self._idle_deadlines.setdefault(tp, now + idle_ms)
+            if now < deadline:
+                return False
+        return True
 
     def process(self, max_records: int) -> int:
         """Processes up to ``max_records`` buffered records in timestamp order."""
         done = 0
         ctx = self.context
-        while done < max_records and self.ready():
+        processed_time = self._processed_time
+        processed = self._processed
+        ready = self.ready()
+        while done < max_records and ready:
             picked = self.group.next_record()
             if picked is None:
                 break
@@ -199,19 +358,128 @@ class StreamTask:
             except StreamsError:
                 raise
             except Exception as exc:
-                raise StreamsError(
-                    f"the processor failed: {type(exc).__name__}: {exc}",
-                    topic=record.topic,
-                    partition=record.partition,
-                    offset=record.offset,
-                ) from exc
-            self.consumed[queue] = record.offset + 1
+                self._on_processing_error(record, exc)
+            # Partition time is the highest timestamp processed (Kafka 2.6+).
+            if record.timestamp > processed_time.get(queue, NOT_KNOWN):
+                processed_time[queue] = record.timestamp
+            processed.add(queue)
             done += 1
-        if self._send_error is not None:
-            raise StreamsError(f"task {self.task_id}: {self._send_error}")
+            if not queue.size():
+                # A partition ran dry: KIP-695 may have to wait for it again.
+                ready = self.ready()
+        self._raise_if_failed()
         return done
 
+    def _start_topology(self) -> ProcessorTopology:
+        # Once the stores are restored: make the processors and call their init.
+        assert self._make_topology is not None
+        self.processors = self._make_topology()
+        self._process = self.processors.process
+        return self.processors
+
+    def _initialize_topology(self, context: Any, record: Any) -> None:
+        self._start_topology().process(context, record)
+
+    def punctuate(self) -> bool:
+        """Fires the due punctuations of a graph's processors (Kafka's ``maybePunctuate*``):
+        wall-clock ones by the clock, stream-time ones by the task's stream time (those are
+        also checked after every record). Returns whether any fired. The stream thread calls
+        it for restored tasks only, so it also starts a graph's processors that have had no
+        record yet (their wall-clock punctuations run without input, as in Kafka)."""
+        if self.processors is None:
+            if self._make_topology is None:
+                return False
+            self._start_topology()
+            assert self.processors is not None
+        fired = self.processors.punctuate_wall_clock()
+        return self.processors.maybe_punctuate_stream_time() or fired
+
+    @property
+    def commit_requested(self) -> bool:
+        """Whether a processor called ``context.commit()`` since the last commit."""
+        return self.processors is not None and self.processors.commit_requested
+
+    def _on_processing_error(self, record: Any, exc: Exception) -> None:
+        context = handlers.ProcessingErrorContext(
+            record.topic, record.partition, record.offset, self.task_id, exc
+        )
+        if handlers.decide(self._processing_handler, context) == handlers.CONTINUE:
+            self.dropped += 1
+            _log.warning(
+                "task %s: the processor failed on the record at topic %s partition %d offset "
+                "%d (%s: %s); processing.exception.handler chose to continue: dropped",
+                self.task_id,
+                record.topic,
+                record.partition,
+                record.offset,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        raise StreamsError(
+            f"the processor failed: {type(exc).__name__}: {exc}",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+        ) from exc
+
+    def _on_sink_delivery(self, err: Any, msg: Any) -> None:
+        """A sink record's delivery report, or ``err`` raised by ``produce`` (``msg`` then
+        names the topic only): the production exception handler decides."""
+        if err is None or self._doomed_transaction(err):
+            return
+        topic = msg.topic() if msg is not None else None
+        partition = msg.partition() if msg is not None else None
+        exc = err if isinstance(err, BaseException) else StreamsError(str(err))
+        context = handlers.ProcessingErrorContext(topic, partition, None, self.task_id, exc)
+        if handlers.decide(self._production_handler, context) == handlers.CONTINUE:
+            self.dropped += 1
+            _log.warning(
+                "task %s: a record to topic %s partition %s was not written (%s); "
+                "default.production.exception.handler chose to continue: dropped",
+                self.task_id,
+                topic,
+                partition,
+                err,
+            )
+        elif self._send_error is None:
+            self._send_error = f"a record to topic {topic} partition {partition} failed: {err}"
+
+    def dropped_records(self) -> int:
+        """Records dropped so far: bad records (deserialization, negative timestamps) and
+        those the processing and production handlers chose to drop."""
+        total = self.dropped
+        for queue in self._queues.values():
+            total += sum(queue.dropped_records.values())
+        return total
+
+    def _doomed_transaction(self, err: Any) -> bool:
+        """Under exactly-once, records ``err`` when it means the transaction cannot commit (a
+        fenced producer, an abortable transaction, records purged by an abort)."""
+        if not self._eos:
+            return False
+        error = err.args[0] if isinstance(err, BaseException) and err.args else err
+        if not hasattr(error, "code"):
+            return False
+        kind = classify_transaction(error)
+        if kind is TransactionErrorKind.PRODUCER_FENCED or kind is TransactionErrorKind.ABORTABLE:
+            if self._txn_error is None or kind is TransactionErrorKind.PRODUCER_FENCED:
+                self._txn_error = (kind, str(error.str() if hasattr(error, "str") else error))
+            return True
+        return False
+
+    def _raise_if_failed(self) -> None:
+        if self._txn_error is not None:
+            kind, text = self._txn_error
+            if kind is TransactionErrorKind.PRODUCER_FENCED:
+                raise TaskMigratedError(f"task {self.task_id}: the producer was fenced ({text})")
+            raise TransactionAbortedError(f"task {self.task_id}: a record failed ({text})")
+        if self._send_error is not None:
+            raise StreamsError(f"task {self.task_id}: {self._send_error}")
+
     def _on_changelog_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None and self._doomed_transaction(err):
+            return
         if err is not None:
             self._send_error = (
                 f"a changelog record to {msg.topic()} partition {msg.partition()} failed: {err}"
@@ -225,11 +493,43 @@ class StreamTask:
 
     # -- commit -------------------------------------------------------------------------------
 
+    def flush_caches(self) -> None:
+        """Writes the record caches of caching stores through to their stores and changelogs
+        (before the producer is flushed for a commit)."""
+        for cache in self._caches:
+            cache.flush_cache()
+
+    @property
+    def uncommitted_bytes(self) -> int:
+        """Under exactly-once, the key and value bytes its stores hold uncommitted (0 under
+        at-least-once): the thread commits early when this passes
+        ``statestore.uncommitted.max.bytes``."""
+        return sum(b.uncommitted_bytes for b in self._buffers)
+
     def prepare_commit(self) -> list[KafkaTopicPartition]:
-        """Flushes stores and writes the checkpoint (after the caller flushed the producer);
-        returns the offsets to commit, with the partition time as metadata."""
-        if self._send_error is not None:
-            raise StreamsError(f"task {self.task_id}: {self._send_error}")
+        """At-least-once: flushes stores and writes the checkpoint (after the caller flushed
+        the producer); returns the offsets to commit, with the partition time as metadata."""
+        self._raise_if_failed()
+        self._write_checkpoint()
+        return self.committable_offsets()
+
+    def apply_committed(self) -> None:
+        """Exactly-once, once the transaction committed: applies every store's buffered
+        writes (one atomic ``put_all`` each), flushes the stores and writes the checkpoint with
+        the committed changelog offsets."""
+        for buffer in self._buffers:
+            buffer.commit()
+        self._write_checkpoint()
+
+    def abort(self) -> None:
+        """Discards every write since the last commit: the record caches and the buffers (the
+        transaction carrying them was aborted, or will never commit)."""
+        for cache in self._caches:
+            cache.discard()
+        for buffer in self._buffers:
+            buffer.abort()
+
+    def _write_checkpoint(self) -> None:
         for store in self.stores.values():
             store.flush()
         persistent = {
@@ -240,17 +540,42 @@ class StreamTask:
         }
         if persistent:
             self.checkpoint_file.write(persistent)
+
+    def committable_offsets(self) -> list[KafkaTopicPartition]:
+        """The offsets to commit, with the partition time as metadata (the caller flushed the
+        producer first); raises when a record of this period failed."""
+        self._raise_if_failed()
+        if self.processors is not None:
+            self.processors.commit_requested = False
         offsets = []
-        for queue, offset in self.consumed.items():
-            metadata = encode_partition_time(queue.partition_time)
+        for queue in self._processed - self.consumed.keys():
+            self.consumed[queue] = -1
+        for queue, added_until in self.consumed.items():
+            offset = queue.head_offset
+            if offset is None:
+                tp = TopicPartition(queue.topic, queue.partition)
+                position = self._position(tp) if self._position is not None else -1
+                offset = position if position >= 0 else added_until
+            if offset < 0:
+                continue  # nothing known to commit (cannot happen: processed means added)
+            metadata = encode_partition_time(self._processed_time.get(queue, NOT_KNOWN))
             tp = KafkaTopicPartition(queue.topic, queue.partition, offset, metadata=metadata)
             offsets.append(tp)
         return offsets
 
+    def mark_committed(self) -> None:
+        """The offsets :meth:`prepare_commit` returned are committed."""
+        self.consumed.clear()
+        self._processed.clear()
+
     def close(self) -> None:
-        """Closes the stores (persistent ones flush on close)."""
+        """Closes the processors of a graph, then the stores (persistent ones flush on
+        close); under exactly-once, writes not committed by then are discarded."""
+        if self.processors is not None:
+            self.processors.close()
+        self.abort()
         for store in self.stores.values():
             try:
                 store.close()
             except Exception:  # closing must go on for the others
-                _log.exception("task %d: closing store %r failed", self.task_id, store.name)
+                _log.exception("task %s: closing store %r failed", self.task_id, store.name)

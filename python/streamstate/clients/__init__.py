@@ -5,6 +5,7 @@ Modules: ``config`` (the main consumer, producer, restore consumer, global consu
 configurations, with the user's overrides merged in one place), ``kafka_errors`` (the
 classification every caller uses: fatal, end of partition, invalid offset, task migrated,
 retriable), ``poll`` (``split_poll``: the records of each partition, split in Rust, and the
-error events). The runtime (``streamstate.app``), the state package and Spark use these; this
-package imports none of them.
+error events), ``restore_consumer`` (``open_restore_consumer``: the changelog fetch in Rust, or
+confluent-kafka's consumer). The runtime (``streamstate.app``), the state package and Spark use
+these; this package imports none of them.
 """

@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -241,6 +241,9 @@ def _port_open(port: int, timeout: float = 0.5) -> bool:
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the JVM's server sockets do: connections of clients of the stopped broker left in
+        # TIME_WAIT must not make a restarted broker change its port.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((_HOST, port))
         except OSError:
@@ -332,6 +335,12 @@ class LocalKafka:
     instance_dir: Path
     version: str
     heap_mb: int
+    secure_listeners: bool
+
+    SASL_USER = "streamstate"
+    """The SASL/PLAIN user of the secure listeners."""
+    SASL_PASSWORD = "streamstate-secret"
+    """Its password."""
 
     def __init__(
         self,
@@ -339,11 +348,21 @@ class LocalKafka:
         *,
         version: str = KAFKA_VERSION,
         heap_mb: int = 1024,
+        secure_listeners: bool = False,
+        properties: Mapping[str, str] | None = None,
     ) -> None:
         """Make a handle on the broker in ``instance_dir`` (default ``<cache>/instances/default``).
 
-        ``version`` is the Kafka release to run and ``heap_mb`` the JVM's maximum heap; both only
-        matter when this handle starts the broker.
+        ``version`` is the Kafka release to run and ``heap_mb`` the JVM's maximum heap;
+        ``properties`` are broker settings laid over the defaults (e.g.
+        ``{"auto.create.topics.enable": "true"}`` for a broker that behaves as Kafka's default
+        does). They only matter when this handle starts the broker. ``secure_listeners=True``
+        adds two listeners beside PLAINTEXT, for testing clients' security settings:
+        ``SASL_PLAINTEXT`` with the PLAIN mechanism (user ``SASL_USER``, password
+        ``SASL_PASSWORD``) and ``SSL`` with a self-signed certificate for 127.0.0.1 (generated
+        with ``openssl`` into ``tls/``; clients trust it with ``ssl.ca.location`` =
+        :attr:`ssl_ca_location`). Their addresses are :attr:`sasl_plaintext_servers` and
+        :attr:`ssl_servers`.
         """
         if heap_mb < 64:
             raise ValueError(f"heap_mb must be at least 64, got {heap_mb}")
@@ -355,6 +374,8 @@ class LocalKafka:
         self.instance_dir = base.expanduser().resolve()
         self.version = version
         self.heap_mb = heap_mb
+        self.secure_listeners = secure_listeners
+        self.properties = dict(properties or {})
 
     def __repr__(self) -> str:
         return f"LocalKafka({str(self.instance_dir)!r}, version={self.version!r})"
@@ -387,6 +408,27 @@ class LocalKafka:
         return self.instance_dir / "broker.log"
 
     # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def ssl_ca_location(self) -> Path:
+        """The self-signed certificate of the SSL listener (PEM), for ``ssl.ca.location``."""
+        return self.instance_dir / "tls" / "broker.crt"
+
+    def _listener_address(self, name: str) -> str | None:
+        for listener in _read_properties(self.properties_file).get("listeners", "").split(","):
+            if listener.startswith(f"{name}://"):
+                return listener.split("://", 1)[1]
+        return None
+
+    @property
+    def sasl_plaintext_servers(self) -> str | None:
+        """The SASL_PLAINTEXT (PLAIN) listener's address, when started with secure listeners."""
+        return self._listener_address("SASL_PLAINTEXT") if self.secure_listeners else None
+
+    @property
+    def ssl_servers(self) -> str | None:
+        """The SSL listener's address, when started with secure listeners."""
+        return self._listener_address("SSL") if self.secure_listeners else None
 
     def _owns(self, args: list[str]) -> bool:
         return "kafka.Kafka" in args and str(self.properties_file) in args
@@ -454,23 +496,71 @@ class LocalKafka:
                 _, _, port = listener.rpartition(":")
                 if port.isdigit():
                     ports.append(int(port))
-            if len(ports) == 2 and all(_port_free(p) for p in ports):
+            if len(ports) >= 2 and all(_port_free(p) for p in ports[:2]):
                 return ports[0], ports[1]
         broker, controller = _free_ports(2)
         return broker, controller
 
+    def _secure_config(self) -> tuple[list[str], list[str]]:
+        """Listeners and settings of the SASL_PLAINTEXT and SSL listeners (``secure_listeners``)."""
+        sasl_port, ssl_port = _free_ports(2)
+        key, cert = self._self_signed_certificate()
+        keystore = self.instance_dir / "tls" / "broker-keystore.pem"
+        keystore.write_text(key.read_text() + cert.read_text(), encoding="utf-8")
+        user, password = self.SASL_USER, self.SASL_PASSWORD
+        jaas = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{user}" password="{password}" user_{user}="{password}";'
+        )
+        listeners = [f"SASL_PLAINTEXT://{_HOST}:{sasl_port}", f"SSL://{_HOST}:{ssl_port}"]
+        settings = [
+            "sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_escape_property(jaas)}",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={_escape_property(str(keystore))}",
+            "ssl.client.auth=none",
+        ]
+        return listeners, settings
+
+    def _self_signed_certificate(self) -> tuple[Path, Path]:
+        """A key and a self-signed certificate for 127.0.0.1, made once with ``openssl``."""
+        tls = self.instance_dir / "tls"
+        tls.mkdir(parents=True, exist_ok=True)
+        key, cert = tls / "broker.key", self.ssl_ca_location
+        if key.is_file() and cert.is_file():
+            return key, cert
+        command = [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+            "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={_HOST}",
+            "-addext", f"subjectAltName=IP:{_HOST}",
+        ]  # fmt: skip
+        try:
+            subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise LocalKafkaError(
+                f"could not make the SSL listener's certificate with openssl: {exc}"
+            ) from exc
+        return key, cert
+
     def _write_config(self, broker_port: int, controller_port: int) -> None:
         log_dir = _escape_property(str(self.data_dir))
+        extra_listeners, extra_settings = (
+            self._secure_config() if self.secure_listeners else ([], [])
+        )
+        listeners = [f"PLAINTEXT://{_HOST}:{broker_port}", *extra_listeners]
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL"
         lines = [
             "# Generated by streamstate.kafka_local; rewritten on every start.",
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.voters=1@{_HOST}:{controller_port}",
-            f"listeners=PLAINTEXT://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}",
-            f"advertised.listeners=PLAINTEXT://{_HOST}:{broker_port}",
+            f"listeners={listeners[0]},CONTROLLER://{_HOST}:{controller_port}"
+            + "".join(f",{listener}" for listener in listeners[1:]),
+            f"advertised.listeners={','.join(listeners)}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"listener.security.protocol.map={protocols}",
+            *extra_settings,
             f"log.dirs={log_dir}",
             "num.partitions=1",
             "default.replication.factor=1",
@@ -489,6 +579,8 @@ class LocalKafka:
             "num.recovery.threads.per.data.dir=1",
             "log.retention.hours=-1",
             "log.segment.bytes=67108864",
+            # The caller's settings last: in a properties file the last value of a key wins.
+            *(f"{k}={_escape_property(v)}" for k, v in self.properties.items()),
             "",
         ]
         self.properties_file.write_text("\n".join(lines), encoding="utf-8")
@@ -718,6 +810,9 @@ class LocalKafka:
         if self._wait_gone(pid, timeout):
             return
         _log.warning("Kafka (pid %d) did not stop within %.0f s; killing it", pid, timeout)
+        self._kill_pid(pid)
+
+    def _kill_pid(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         if not self._wait_gone(pid, 10.0):
@@ -733,6 +828,24 @@ class LocalKafka:
         Raises:
             LocalKafkaError: the JVM survived SIGKILL.
         """
+        return self._end("stopping", lambda pid: self._stop_pid(pid, timeout))
+
+    def kill(self) -> bool:
+        """Kill the broker with SIGKILL at once, as a crash would; return ``True`` if one was
+        running.
+
+        Unlike :meth:`stop`, the broker serves nothing more once this returns (a clean shutdown
+        keeps answering fetches for seconds while it winds down). The next :meth:`start`
+        recovers the data directory, as after any crash.
+
+        Raises:
+            LocalKafkaError: the JVM survived SIGKILL.
+        """
+        return self._end("killing", self._kill_pid)
+
+    def _end(self, what: str, end_pid: Callable[[int], None]) -> bool:
+        """Ends the running broker with ``end_pid`` under the instance lock and removes its
+        runtime files; ``False`` when none was running."""
         if not self.instance_dir.is_dir():
             return False
         with file_lock(self.instance_dir / ".lock"):
@@ -740,8 +853,8 @@ class LocalKafka:
             if pid is None:
                 self._clear_runtime_files()
                 return False
-            _log.info("stopping Kafka (pid %d)", pid)
-            self._stop_pid(pid, timeout)
+            _log.info("%s Kafka (pid %d)", what, pid)
+            end_pid(pid)
             self._clear_runtime_files()
             return True
 

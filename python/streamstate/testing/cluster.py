@@ -52,11 +52,16 @@ class KafkaTestCluster:
 
     @classmethod
     def start_local(
-        cls, instance_dir: Path | str, *, heap_mb: int = 1024, timeout: float = 90.0
+        cls,
+        instance_dir: Path | str,
+        *,
+        heap_mb: int = 1024,
+        timeout: float = 90.0,
+        properties: Mapping[str, str] | None = None,
     ) -> KafkaTestCluster:
-        """Start a fresh :class:`LocalKafka` in ``instance_dir`` and wrap it (it is stopped by
-        :meth:`close`)."""
-        broker = LocalKafka(instance_dir, heap_mb=heap_mb)
+        """Start a fresh :class:`LocalKafka` in ``instance_dir`` (``properties``: broker
+        settings over the defaults) and wrap it (it is stopped by :meth:`close`)."""
+        broker = LocalKafka(instance_dir, heap_mb=heap_mb, properties=properties)
         address = broker.start(fresh=True, timeout=timeout)
         return cls(address, broker=broker)
 
@@ -308,6 +313,13 @@ class KafkaTestCluster:
         consumer = Consumer(config)
         self._consumers.append(consumer)
         return consumer
+
+    def adopt(self, client: Any) -> Any:
+        """Closes ``client`` (anything with a ``close()``, such as a restore consumer made by
+        :func:`~streamstate.clients.restore_consumer.open_restore_consumer`) with the consumers
+        of :meth:`consumer`; returns it."""
+        self._consumers.append(client)
+        return client
 
     def close_consumers(self) -> None:
         """Close every consumer made by :meth:`consumer` so far."""
