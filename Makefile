@@ -26,7 +26,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # constraints.txt; the extension itself is built by maturin (target `build`).
 DEPS := confluent-kafka pyarrow pyspark pandas maturin pytest pytest-benchmark hypothesis ruff mypy
 
-.PHONY: help setup build demo test check lint test-rust test-python bench bench-quick kstreams clean
+.PHONY: help setup build demo test check lint test-rust test-python bench bench-quick kstreams clean chaos-full
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -57,13 +57,15 @@ demo: setup ## set up, start the local Kafka and run the end-to-end tour
 
 lint: $(VENV)/.deps ## rustfmt, clippy, ruff, mypy
 	cargo fmt --all --check
-	cargo clippy --workspace --all-targets --locked -- -D warnings
+	# --release: shares the release build's librdkafka (a C build) instead of compiling it again.
+	cargo clippy --workspace --all-targets --release --locked -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
 	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy
 
-test-rust: ## cargo test of the pure-Rust core
+test-rust: ## cargo test of the pure-Rust core and of the changelog fetch (librdkafka mock cluster)
 	cargo test -p streamstate-core --locked
+	cargo test --release -p streamstate-fetch --locked
 
 # The benchmarks' peers outside Python: Kafka Streams itself (jars fetched by Maven into $(CACHE),
 # benches/kstreams/*.java compiled by javac there, only when they change) and kcat, librdkafka's
@@ -76,6 +78,9 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 test-python: build kstreams ## every pytest suite: unit, integration (real Kafka), spark (real Spark)
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
 	$(VENV)/bin/pytest tests
+
+chaos-full: build ## the chaos scenarios at full size (a 1M-record backlog, 24 SIGKILLs; prints peak RSS)
+	STREAMSTATE_CHAOS_FULL=1 $(VENV)/bin/pytest tests/chaos -s -q
 
 bench-quick: build kstreams $(VENV_QUIX)/.deps ## the benchmark suite on small inputs, printing the comparison tables
 	STREAMSTATE_BENCH_QUICK=1 $(VENV)/bin/pytest benches --benchmark-enable \
