@@ -134,6 +134,11 @@ _SMALL_FETCHES = {
     "queued.max.messages.kbytes": 64,
     "queued.min.messages": 1000,
 }
+# And small polls: the listener hears of the first 1,000 records, not of all that one poll could
+# read. The Rust fetch polls for up to 1,000,000 records by default and read the whole 100,000
+# of a test below within its first 100 ms poll on a fast run: the broker then went away after
+# the restore had already ended.
+_SMALL_POLLS = 1000
 
 
 # ---- a broker that goes away -----------------------------------------------------------------
@@ -148,12 +153,14 @@ class _StopOnFirstBatch(StateRestoreListener):
         self.broker = broker
         self.down_s = down_s
         self.thread: threading.Thread | None = None
+        self.stopped_after: int | None = None  # the first batch's end offset
 
     def on_batch_restored(
         self, tp: TopicPartition, store_name: str, batch_end_offset: int, num_restored: int
     ) -> None:
         if self.thread is not None:
             return
+        self.stopped_after = batch_end_offset
         if self.down_s is None:
             self.broker.kill()
         else:
@@ -187,9 +194,12 @@ def test_a_broker_that_comes_back_mid_restore_is_waited_for_with_warnings(
             consumer_config=config,
             restore_listener=listener,
             stall_timeout_s=120,
+            max_poll_records=_SMALL_POLLS,
         )
     assert listener.thread is not None
     listener.thread.join()
+    # The broker went away with records still to read.
+    assert listener.stopped_after is not None and listener.stopped_after < 200_000 - 1
     assert results[0].end_offset == 200_000
     assert _contents(tmp_path, topic) == _expected(records)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -215,6 +225,7 @@ def test_a_broker_that_stays_away_fails_the_restore_naming_the_partition(
                 consumer_config=config,
                 restore_listener=listener,
                 stall_timeout_s=4,
+                max_poll_records=_SMALL_POLLS,
             )
     finally:
         broker.start()
@@ -262,6 +273,7 @@ def test_a_changelog_deleted_mid_restore_is_a_clear_error(
             consumer_config=config,
             restore_listener=listener,
             stall_timeout_s=15,
+            max_poll_records=_SMALL_POLLS,
         )
     assert listener.deleted
     assert caught.value.topic == topic

@@ -19,6 +19,7 @@ import pytest
 from streamstate import (
     OffsetCheckpoint,
     PersistentKeyValueStore,
+    StateRestoreListener,
     StreamsError,
     TopicPartition,
 )
@@ -122,6 +123,42 @@ def test_a_second_run_resumes_from_the_checkpoint(
     ]
     assert contents(tmp_path, "s", 1) == replay(first + more)
     assert not store_directory(tmp_path, "s", 0).exists()
+
+
+class _Batches(StateRestoreListener):
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def on_batch_restored(
+        self, tp: TopicPartition, store_name: str, batch_end_offset: int, num_restored: int
+    ) -> None:
+        self.sizes.append(num_restored)
+
+
+def test_max_poll_records_caps_each_batch_the_listener_hears_of(
+    kafka: KafkaTestCluster, topic: str, tmp_path: Path
+) -> None:
+    entries = changelog(6_000, seed=5)
+    produce(kafka, topic, 2, entries)
+    batches = _Batches()
+
+    results = restore_topic(
+        kafka.bootstrap_servers,
+        topic,
+        tmp_path,
+        partitions=[2],
+        restore_listener=batches,
+        max_poll_records=1_000,
+    )
+
+    applied = sum(1 for k, _ in entries if k is not None)
+    assert results[0].restored == sum(batches.sizes) == applied
+    # Each poll reads at most 1,000 records, some of them null keys that are not applied.
+    assert max(batches.sizes) <= 1_000
+    assert len(batches.sizes) >= 6
+    assert contents(tmp_path, topic, 2) == replay(entries)
+    with pytest.raises(ValueError, match="max_poll_records"):
+        restore_topic(kafka.bootstrap_servers, topic, tmp_path, max_poll_records=999)
 
 
 def test_nothing_to_restore_reports_the_end_as_start(

@@ -267,6 +267,7 @@ def restore_topic(
     stall_timeout_s: float = 120.0,
     fetch: str | None = None,
     parallelism: int | None = None,
+    max_poll_records: int | None = None,
 ) -> list[PartitionRestoreResult]:
     """Restores partitions of changelog ``topic`` into ``state_dir/NAME/<partition>/``.
 
@@ -280,7 +281,10 @@ def restore_topic(
     raises :class:`~streamstate.errors.ProcessorStateError` naming it. ``fetch`` and
     ``parallelism`` choose the read path
     (:func:`~streamstate.clients.restore_consumer.open_restore_consumer`): by default
-    librdkafka driven from Rust, up to one partition per core at once.
+    librdkafka driven from Rust, up to one partition per core at once. ``max_poll_records``
+    caps the records one poll reads, and so the size of each batch the listener hears of (at
+    least 1,000, Kafka's ``max.poll.records`` for a restore consumer; by default 10,000 on
+    confluent-kafka and 1,000,000 on the Rust fetch, whose records never become Python objects).
 
     Returns one :class:`PartitionRestoreResult` per partition, in partition order.
     """
@@ -288,6 +292,8 @@ def restore_topic(
     wanted = select_partitions(bootstrap_servers, topic, partitions, consumer_config)
     if checkpoint_interval_s <= 0:
         raise ValueError(f"checkpoint_interval_s must be > 0, not {checkpoint_interval_s}")
+    if max_poll_records is not None and max_poll_records < 1000:
+        raise ValueError(f"max_poll_records must be >= 1000, not {max_poll_records}")
 
     timing = _Timing(restore_listener)
     opened: list[_Partition] = []
@@ -314,7 +320,11 @@ def restore_topic(
             # Records of the Rust fetch never become Python objects: its calls may take many
             # (the fetcher writes at most 16 MiB per partition at once either way).
             max_poll_records=(
-                _MAX_FETCH_RECORDS if isinstance(consumer, ChangelogFetcher) else _MAX_POLL_RECORDS
+                max_poll_records
+                if max_poll_records is not None
+                else _MAX_FETCH_RECORDS
+                if isinstance(consumer, ChangelogFetcher)
+                else _MAX_POLL_RECORDS
             ),
         )
         for part in opened:
