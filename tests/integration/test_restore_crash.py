@@ -48,12 +48,14 @@ restore_topic(
     checkpoint_interval_s=0.005,
     consumer_config={"max.partition.fetch.bytes": 4096},
     restore_listener=Progress(),
+    max_poll_records=1000,
 )
 print("done", flush=True)
 """
 # Records per produced batch (~4 KB, one fetch of the child's). Every round appends at least
-# 1,000 records per partition, so a round's restore reports at least 10 batches per partition:
-# more than a kill ever waits for.
+# 1,000 records per partition, and the child polls at most 1,000 records at a time (the Rust
+# fetch would otherwise read a whole round in one 100 ms poll), so a round's restore reports
+# several batches: a kill after a few of them lands in a running restore.
 RECORDS_PER_BATCH = 100
 MAX_BATCHES_BEFORE_KILL = 6
 
