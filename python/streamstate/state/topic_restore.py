@@ -289,11 +289,11 @@ def restore_topic(
     Returns one :class:`PartitionRestoreResult` per partition, in partition order.
     """
     name = store_name or topic
-    wanted = select_partitions(bootstrap_servers, topic, partitions, consumer_config)
     if checkpoint_interval_s <= 0:
         raise ValueError(f"checkpoint_interval_s must be > 0, not {checkpoint_interval_s}")
     if max_poll_records is not None and max_poll_records < 1000:
         raise ValueError(f"max_poll_records must be >= 1000, not {max_poll_records}")
+    wanted = select_partitions(bootstrap_servers, topic, partitions, consumer_config)
 
     timing = _Timing(restore_listener)
     opened: list[_Partition] = []
@@ -312,20 +312,17 @@ def restore_topic(
 
         config = restore_consumer_config(bootstrap_servers, eos=eos, **dict(consumer_config or {}))
         consumer = open_restore_consumer(config, fetch=fetch, parallelism=parallelism)
+        if max_poll_records is None:
+            # Records of the Rust fetch never become Python objects: its calls may take many
+            # (the fetcher writes at most 16 MiB per partition at once either way).
+            fetched = isinstance(consumer, ChangelogFetcher)
+            max_poll_records = _MAX_FETCH_RECORDS if fetched else _MAX_POLL_RECORDS
         reader = StoreChangelogReader(
             consumer,
             restore_listener=timing,
             eos=eos,
             stall_timeout_s=stall_timeout_s,
-            # Records of the Rust fetch never become Python objects: its calls may take many
-            # (the fetcher writes at most 16 MiB per partition at once either way).
-            max_poll_records=(
-                max_poll_records
-                if max_poll_records is not None
-                else _MAX_FETCH_RECORDS
-                if isinstance(consumer, ChangelogFetcher)
-                else _MAX_POLL_RECORDS
-            ),
+            max_poll_records=max_poll_records,
         )
         for part in opened:
             checkpoint = checkpoints[part.tp.partition]
