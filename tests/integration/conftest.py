@@ -1,4 +1,9 @@
-"""The restore suites run on both read paths of the restore consumer.
+"""Fixtures of the integration suites.
+
+A broker with security listeners (``secure_broker``, ``secure_cluster``), for the modules that
+stop, restart or damage their broker, or reach it through SASL and TLS.
+
+The restore suites run on both read paths of the restore consumer.
 
 ``streamstate restore`` reads changelogs with librdkafka driven from Rust by default, and with a
 confluent-kafka consumer when a setting forces it (``STREAMSTATE_RESTORE_FETCH`` chooses the
@@ -9,7 +14,11 @@ subprocesses the CLI and crash tests start.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from streamstate.kafka_local import KafkaTestCluster, LocalKafka
 
 _BOTH_PATHS = frozenset(
     {
@@ -55,3 +64,25 @@ def restore_fetch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         return "rust"
     monkeypatch.setenv("STREAMSTATE_RESTORE_FETCH", str(path))
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A broker of the module's own, with SASL_PLAINTEXT (PLAIN) and SSL listeners beside the
+    PLAINTEXT one (``LocalKafka(secure_listeners=True)``); no other module shares it, so its
+    tests may stop, kill and damage it."""
+    kafka = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure_listeners=True)
+    kafka.start(fresh=True)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture
+def secure_cluster(secure_broker: LocalKafka) -> Iterator[KafkaTestCluster]:
+    """A client of ``secure_broker`` on its PLAINTEXT listener. The broker is started again if
+    an earlier test stopped it (its addresses stay the same)."""
+    address = secure_broker.start()
+    with KafkaTestCluster(address) as c:
+        yield c

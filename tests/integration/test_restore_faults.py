@@ -11,7 +11,6 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,24 +28,6 @@ from streamstate.records import TopicPartition
 from streamstate.topic_restore import restore_topic, store_directory
 
 LOGGER = "streamstate.changelog"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    kafka = LocalKafka(tmp_path_factory.mktemp("faults-kafka"), secure_listeners=True)
-    kafka.start(fresh=True)
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
-
-
-@pytest.fixture
-def cluster(broker: LocalKafka) -> Iterator[KafkaTestCluster]:
-    # Started again by any test that stopped it (the address stays the same).
-    address = broker.start()
-    with KafkaTestCluster(address) as c:
-        yield c
 
 
 def _records(n: int, seed: int = 0) -> list[tuple[bytes, bytes]]:
@@ -75,12 +56,12 @@ def _produce_batches(bootstrap: str, topic: str, batches: list[list[tuple[bytes,
 
 
 def test_sasl_plain_settings_reach_the_restore_consumer(
-    broker: LocalKafka, cluster: KafkaTestCluster, tmp_path: Path, caplog: Any
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path, caplog: Any
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
+    topic = secure_cluster.create_topic(partitions=1)
     records = _records(500)
-    cluster.produce(topic, records, partition=0)
-    sasl = broker.sasl_plaintext_servers
+    secure_cluster.produce(topic, records, partition=0)
+    sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     config = {
         "security.protocol": "SASL_PLAINTEXT",
@@ -96,11 +77,11 @@ def test_sasl_plain_settings_reach_the_restore_consumer(
 
 
 def test_a_wrong_sasl_password_is_a_clear_error(
-    broker: LocalKafka, cluster: KafkaTestCluster, tmp_path: Path
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
-    cluster.produce(topic, _records(10), partition=0)
-    sasl = broker.sasl_plaintext_servers
+    topic = secure_cluster.create_topic(partitions=1)
+    secure_cluster.produce(topic, _records(10), partition=0)
+    sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     config = {
         "security.protocol": "SASL_PLAINTEXT",
@@ -114,14 +95,14 @@ def test_a_wrong_sasl_password_is_a_clear_error(
 
 
 def test_tls_settings_reach_the_restore_consumer(
-    broker: LocalKafka, cluster: KafkaTestCluster, tmp_path: Path
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
+    topic = secure_cluster.create_topic(partitions=1)
     records = _records(300, seed=1)
-    cluster.produce(topic, records, partition=0)
-    ssl = broker.ssl_servers
+    secure_cluster.produce(topic, records, partition=0)
+    ssl = secure_broker.ssl_servers
     assert ssl is not None
-    config = {"security.protocol": "SSL", "ssl.ca.location": str(broker.ssl_ca_location)}
+    config = {"security.protocol": "SSL", "ssl.ca.location": str(secure_broker.ssl_ca_location)}
     results = restore_topic(ssl, topic, tmp_path, consumer_config=config)
     assert [r.restored for r in results] == [300]
     assert _contents(tmp_path, topic) == _expected(records)
@@ -179,16 +160,16 @@ class _StopOnFirstBatch(StateRestoreListener):
 
 
 def test_a_broker_that_comes_back_mid_restore_is_waited_for_with_warnings(
-    broker: LocalKafka, cluster: KafkaTestCluster, tmp_path: Path, caplog: Any
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path, caplog: Any
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
+    topic = secure_cluster.create_topic(partitions=1)
     records = _records(200_000, seed=2)
-    cluster.produce(topic, records, partition=0)
-    listener = _StopOnFirstBatch(broker, down_s=3.0)
+    secure_cluster.produce(topic, records, partition=0)
+    listener = _StopOnFirstBatch(secure_broker, down_s=3.0)
     config = _SMALL_FETCHES
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         results = restore_topic(
-            cluster.bootstrap_servers,
+            secure_cluster.bootstrap_servers,
             topic,
             tmp_path,
             consumer_config=config,
@@ -207,11 +188,11 @@ def test_a_broker_that_comes_back_mid_restore_is_waited_for_with_warnings(
 
 
 def test_a_broker_that_stays_away_fails_the_restore_naming_the_partition(
-    broker: LocalKafka, cluster: KafkaTestCluster, tmp_path: Path, caplog: Any
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path, caplog: Any
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
-    cluster.produce(topic, _records(100_000, seed=3), partition=0)
-    listener = _StopOnFirstBatch(broker, down_s=None)
+    topic = secure_cluster.create_topic(partitions=1)
+    secure_cluster.produce(topic, _records(100_000, seed=3), partition=0)
+    listener = _StopOnFirstBatch(secure_broker, down_s=None)
     config = _SMALL_FETCHES
     try:
         with (
@@ -219,7 +200,7 @@ def test_a_broker_that_stays_away_fails_the_restore_naming_the_partition(
             pytest.raises(ProcessorStateError, match="no progress") as caught,
         ):
             restore_topic(
-                cluster.bootstrap_servers,
+                secure_cluster.bootstrap_servers,
                 topic,
                 tmp_path,
                 consumer_config=config,
@@ -228,11 +209,11 @@ def test_a_broker_that_stays_away_fails_the_restore_naming_the_partition(
                 max_poll_records=_SMALL_POLLS,
             )
     finally:
-        broker.start()
+        secure_broker.start()
     assert caught.value.topic == topic
     assert caught.value.partition == 0
     # Applied records were checkpointed (flush first): a second run resumes and completes.
-    results = restore_topic(cluster.bootstrap_servers, topic, tmp_path)
+    results = restore_topic(secure_cluster.bootstrap_servers, topic, tmp_path)
     assert results[0].start_offset > 0
 
 
@@ -259,15 +240,15 @@ class _DeleteTopicOnFirstBatch(StateRestoreListener):
 
 
 def test_a_changelog_deleted_mid_restore_is_a_clear_error(
-    cluster: KafkaTestCluster, tmp_path: Path
+    secure_cluster: KafkaTestCluster, tmp_path: Path
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
-    cluster.produce(topic, _records(500_000, seed=4), partition=0)
-    listener = _DeleteTopicOnFirstBatch(cluster, topic)
+    topic = secure_cluster.create_topic(partitions=1)
+    secure_cluster.produce(topic, _records(500_000, seed=4), partition=0)
+    listener = _DeleteTopicOnFirstBatch(secure_cluster, topic)
     config = _SMALL_FETCHES
     with pytest.raises(ProcessorStateError) as caught:
         restore_topic(
-            cluster.bootstrap_servers,
+            secure_cluster.bootstrap_servers,
             topic,
             tmp_path,
             consumer_config=config,
@@ -297,26 +278,26 @@ def _batch_starts(segment: Path) -> list[tuple[int, int]]:
 
 
 def test_a_corrupt_record_batch_is_an_error_naming_its_offset(
-    broker: LocalKafka, cluster: KafkaTestCluster, tmp_path: Path, restore_fetch: str
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path, restore_fetch: str
 ) -> None:
-    topic = cluster.create_topic(partitions=1)
+    topic = secure_cluster.create_topic(partitions=1)
     first = [(b"a%d" % i, b"first-%d" % i) for i in range(50)]
     second = [(b"b%d" % i, b"second-%d" % i) for i in range(50)]
     third = [(b"c%d" % i, b"third-%d" % i) for i in range(50)]
-    _produce_batches(cluster.bootstrap_servers, topic, [first, second, third])
-    cluster.close()
-    broker.stop()  # a clean shutdown: the broker does not re-check the segment on start
-    segment = broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
+    _produce_batches(secure_cluster.bootstrap_servers, topic, [first, second, third])
+    secure_cluster.close()
+    secure_broker.stop()  # a clean shutdown: the broker does not re-check the segment on start
+    segment = secure_broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
     starts = _batch_starts(segment)
     assert [offset for _, offset in starts] == [0, 50, 100]
     position, base = starts[1]
     data = bytearray(segment.read_bytes())
     data[position + 61 + 40] ^= 0xFF  # inside the second batch's records, under its CRC
     segment.write_bytes(bytes(data))
-    broker.start()
+    secure_broker.start()
 
     with pytest.raises(ProcessorStateError) as caught:
-        restore_topic(broker.bootstrap_servers or "", topic, tmp_path, stall_timeout_s=20)
+        restore_topic(secure_broker.bootstrap_servers or "", topic, tmp_path, stall_timeout_s=20)
     error = caught.value
     assert (error.topic, error.partition, error.offset) == (topic, 0, base)
     assert "CRC" in str(error)

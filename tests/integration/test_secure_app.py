@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import collections
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from tests.apps import wait_until
 from tests.integration.test_streams_app import counting_topology, local_counts
 
@@ -22,23 +20,6 @@ from streamstate.app import State, StreamsApp
 from streamstate.kafka_local import KafkaTestCluster, LocalKafka
 from streamstate.records import TopicPartition
 from streamstate.state.restorer import StateRestoreListener
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    kafka = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure_listeners=True)
-    kafka.start(fresh=True)
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
-
-
-@pytest.fixture
-def plain(broker: LocalKafka) -> Iterator[KafkaTestCluster]:
-    address = broker.start()
-    with KafkaTestCluster(address) as c:
-        yield c
 
 
 class Restored(StateRestoreListener):
@@ -54,16 +35,19 @@ class Restored(StateRestoreListener):
 
 
 def test_connection_settings_without_a_prefix_reach_every_client_of_the_app(
-    broker: LocalKafka, plain: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
+    secure_broker: LocalKafka,
+    secure_cluster: KafkaTestCluster,
+    tmp_path: Path,
+    apps: list[StreamsApp],
 ) -> None:
-    sasl = broker.sasl_plaintext_servers
+    sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
-    source = plain.create_topic(partitions=2)
-    sink = plain.create_topic(partitions=2)
-    names = plain.create_topic(partitions=1)
-    plain.produce(names, [(b"key-%03d" % i, b"name-%d" % i) for i in range(10)])
+    source = secure_cluster.create_topic(partitions=2)
+    sink = secure_cluster.create_topic(partitions=2)
+    names = secure_cluster.create_topic(partitions=1)
+    secure_cluster.produce(names, [(b"key-%03d" % i, b"name-%d" % i) for i in range(10)])
     records = [(b"key-%03d" % (i % 25), b"v") for i in range(1_000)]
-    plain.produce(source, records)
+    secure_cluster.produce(source, records)
     expected = dict(collections.Counter(k for k, _ in records))
     secure = {
         "security.protocol": "SASL_PLAINTEXT",
