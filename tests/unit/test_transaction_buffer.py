@@ -170,8 +170,8 @@ def test_approximate_num_entries_counts_buffered_puts_and_deletes(store: Any) ->
             KafkaError(KafkaError.UNKNOWN_MEMBER_ID, txn_requires_abort=True),
             TransactionErrorKind.TASK_MIGRATED,
         ),
-        (KafkaError(KafkaError.ILLEGAL_GENERATION), TransactionErrorKind.TASK_MIGRATED),
-        (KafkaError(KafkaError.REBALANCE_IN_PROGRESS), TransactionErrorKind.TASK_MIGRATED),
+        (KafkaError(KafkaError.ILLEGAL_GENERATION), TransactionErrorKind.REBALANCE_IN_PROGRESS),
+        (KafkaError(KafkaError.REBALANCE_IN_PROGRESS), TransactionErrorKind.REBALANCE_IN_PROGRESS),
         (KafkaError(KafkaError.FENCED_INSTANCE_ID), TransactionErrorKind.TASK_MIGRATED),
         (
             KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, txn_requires_abort=True),

@@ -7,9 +7,17 @@ this class follows it through the rebalance callbacks confluent-kafka delivers i
 * ``REBALANCING`` from ``subscribe`` or a revocation until the next assignment;
 * ``STABLE`` after each assignment, with the generation counted up.
 
-The *generation* here counts the assignments this member received (librdkafka does not expose
-the broker's generation id); ``member_id`` is the broker-assigned id. ``request_rejoin`` asks
-for a new rebalance by re-subscribing, the only way confluent-kafka offers.
+The *generation* here counts the assignments this member received; ``member_id`` is the
+broker-assigned id. ``request_rejoin`` asks for a new rebalance by re-subscribing, the only way
+confluent-kafka offers.
+
+Because librdkafka's group thread moves on its own, the member may already be in a new
+generation (or out of the group) whose assignment the callbacks have not delivered yet: the
+tasks still follow the last one. :meth:`rebalance_in_progress` tells so, comparing the group
+thread's generation now (``clients.group_metadata``) with the one of the last assignment. It is
+Kafka Streams' ``TaskManager.rebalanceInProgress``: no commit is attempted while it holds (the
+broker would refuse it with a stale generation, or with ``REBALANCE_IN_PROGRESS``); librdkafka
+delivers an assignment at the end of every rebalance, even an empty one, which ends it.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from streamstate.clients.group_metadata import group_generation
 
 __all__ = ["ConsumerCoordinator", "MemberState"]
 
@@ -60,6 +70,8 @@ class ConsumerCoordinator:
         self._lock = threading.Lock()
         self._state = MemberState.UNJOINED
         self._generation = 0
+        # The group thread's generation when the last assignment was delivered (None: unknown).
+        self._assigned_generation: int | None = None
         self._rejoin_requested = False
         self.assignment: set[tuple[str, int]] = set()
 
@@ -83,6 +95,18 @@ class ConsumerCoordinator:
         except RuntimeError:
             return None
         return member or None
+
+    def rebalance_in_progress(self) -> bool:
+        """Whether the group is rebalancing as far as this member can tell (see the module
+        doc): not STABLE, or librdkafka's group thread in another generation than that of the
+        last assignment delivered."""
+        with self._lock:
+            if self._state is not MemberState.STABLE:
+                return True
+            assigned = self._assigned_generation
+        if assigned is None:
+            return False  # the client's metadata cannot be read: nothing to compare
+        return group_generation(self._consumer) != assigned
 
     def _set(self, state: MemberState) -> None:
         with self._lock:
@@ -121,10 +145,12 @@ class ConsumerCoordinator:
     # -- callbacks, run by librdkafka inside consumer.poll/consume -----------------------------
 
     def _assign(self, consumer: Any, partitions: list[KafkaTopicPartition]) -> None:
+        group = group_generation(self._consumer)
         with self._lock:
             self._state = MemberState.STABLE
             self._generation += 1
             generation = self._generation
+            self._assigned_generation = group
         self.assignment |= {(p.topic, p.partition) for p in partitions}
         _log.info(
             "Assigned partitions %s (generation %d, member %s)",

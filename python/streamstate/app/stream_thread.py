@@ -9,12 +9,20 @@ updater hands them back restored), commit and close tasks whose partitions are r
 lost tasks without committing. A task whose stores are still held by another thread is retried
 (``streamstate.app.state_directory``).
 
-A commit that fails because this member is no longer in the group (unknown member, stale
-generation, rebalance in progress: a processor slower than ``max.poll.interval.ms``, say) is
-Kafka's *task migrated*: every task is closed as lost, without committing, and the thread
-rejoins the group and carries on; the records since the last commit are processed again by
-whoever owns them next (at-least-once). A commit the broker cannot take now (a broker
-restarting) is retried at the next commit.
+Commits and rebalances, as Kafka Streams has them (``docs/runtime.md``): no commit is attempted
+while the group rebalances (``ConsumerCoordinator.rebalance_in_progress``: librdkafka's group
+thread may be in a newer generation than the last assignment the thread was given); the commit
+is retried on every loop until the rebalance completes, with the tasks the member still owns,
+and is then due at once. A commit that meets a rebalance all the same (``REBALANCE_IN_PROGRESS``
+or a stale generation, the race the check cannot close) is retried the same way: the member is
+still in the group, so no task is closed (librdkafka reports the assignment lost at the next
+poll if it finds the member out). Only a commit refused because this member is out of the
+group (unknown member, fenced static member: a processor slower than ``max.poll.interval.ms``,
+say) is Kafka's *task migrated*: every task is closed as lost, without committing, and the
+thread rejoins the group and carries on; the records since the last commit are processed again
+by whoever owns them next (at-least-once). A commit put off for longer than a rebalance may
+last (``max.poll.interval.ms``) counts as task migrated too. A commit the broker cannot take now
+(a broker restarting) is retried at the next commit.
 
 Under ``exactly_once_v2`` (KIP-447) the thread's producer is transactional, with
 ``transactional.id`` = ``<application.id>-<process id>-<thread index from 1>`` (the process id
@@ -26,13 +34,15 @@ metadata, ``commit_transaction``, and only then apply each task's buffered store
 write its checkpoint (``state/transaction_buffer.py``). A revocation commits every task, then
 closes the revoked ones. Failures, as Kafka Streams handles them (classified once,
 ``clients/kafka_errors.classify_transaction``): a fenced producer, a stale epoch or another fatal
-producer error, and offsets the group refused (this member no longer in it), are task migration:
-the transaction is aborted when the producer still can, every task closed dirty (buffers and
-caches discarded, checkpoint untouched), the producer replaced and initialised again when it
-can write no more, and the thread rejoins and re-processes from the committed offsets. An
-abortable transaction is aborted and every task re-processed from the last committed offsets
-without rejoining. A retriable failure of a transactional call is retried until
-``task.timeout.ms``, then the transaction is aborted. None of these takes the client to ERROR.
+producer error, and offsets the group refused because this member is out of it, are task
+migration: the transaction is aborted when the producer still can, every task closed dirty
+(buffers and caches discarded, checkpoint untouched), the producer replaced and initialised
+again when it can write no more, and the thread rejoins and re-processes from the committed
+offsets. Offsets that met a rebalance, and an abortable transaction, abort the transaction:
+every task re-processes from the last committed offsets, without rejoining. While the group
+rebalances the transaction stays open and no offsets are sent. A retriable failure of a
+transactional call is retried until ``task.timeout.ms``, then the transaction is aborted. None
+of these takes the client to ERROR.
 """
 
 from __future__ import annotations
@@ -57,18 +67,20 @@ from streamstate.app.metrics import ThreadMetrics
 from streamstate.app.state_directory import LockedTasks, is_lock_conflict
 from streamstate.app.state_updater import StateUpdater
 from streamstate.app.task import StreamTask, TransactionAbortedError, decode_partition_time
+from streamstate.app.thread_producer import (
+    ProducerFencedError,
+    ThreadProducer,
+    transaction_failure,
+)
 from streamstate.app.topology import Topology
 from streamstate.clients.config import (
     admin_config,
     main_consumer_config,
-    producer_config,
     thread_restore_consumer_config,
 )
 from streamstate.clients.kafka_errors import (
     ErrorKind,
-    TransactionErrorKind,
     classify,
-    classify_transaction,
     error_text,
     kafka_call,
     kafka_error,
@@ -85,35 +97,6 @@ __all__ = ["StreamThread", "ThreadState"]
 _log = logging.getLogger("streamstate.app")
 _PROCESS_PER_TASK = 1_000
 _POLL_RECORDS = 5_000
-
-
-class _ProducerFencedError(TaskMigratedError):
-    """Task migration whose cause is the producer itself (fenced, or fatally failed): it is
-    replaced before the thread goes on."""
-
-
-def _transaction_failure(what: str, exc: KafkaException) -> Exception | None:
-    """What a transactional producer's failure ``exc`` (while doing ``what``) means to the
-    thread (see the module doc); None when it is retriable."""
-    error = kafka_error(exc)
-    kind = classify_transaction(error) if error is not None else TransactionErrorKind.OTHER
-    text = error_text(exc)
-    if kind is TransactionErrorKind.PRODUCER_FENCED:
-        return _ProducerFencedError(f"{what} failed: {text}")
-    if kind is TransactionErrorKind.TASK_MIGRATED:
-        return TaskMigratedError(
-            f"{what} failed: {text}; the consumer is no longer part of the group"
-        )
-    if kind is TransactionErrorKind.ABORTABLE:
-        return TransactionAbortedError(f"{what} failed: {text}")
-    if kind is TransactionErrorKind.RETRIABLE:
-        return None
-    return StreamsError(f"{what} failed: {text}")
-
-
-def _begin(producer: Producer, timeout: float) -> None:
-    # begin_transaction takes no timeout (it is local); the shape of _transactional's calls.
-    producer.begin_transaction()
 
 
 class ThreadState(enum.Enum):
@@ -167,26 +150,28 @@ class StreamThread(threading.Thread):
             instance_id = f"{config.group_instance_id}{suffix}"
         servers, overrides = config.bootstrap_servers, config.overrides
         self.eos = config.exactly_once
-        self.consumer = Consumer(
-            main_consumer_config(
-                servers,
-                group_id=config.application_id,
-                client_id=f"{name}-consumer",
-                partition_assignment_strategy=config.partition_assignment_strategy,
-                session_timeout_ms=config.session_timeout_ms,
-                group_instance_id=instance_id,
-                eos=self.eos,
-                overrides=overrides,
-            )
+        consumer_config = main_consumer_config(
+            servers,
+            group_id=config.application_id,
+            client_id=f"{name}-consumer",
+            partition_assignment_strategy=config.partition_assignment_strategy,
+            session_timeout_ms=config.session_timeout_ms,
+            group_instance_id=instance_id,
+            eos=self.eos,
+            overrides=overrides,
         )
-        self.transactional_id: str | None = None
+        self.consumer = Consumer(consumer_config)
+        # The longest a rebalance may last (the broker's rebalance timeout is the members'
+        # max.poll.interval.ms, librdkafka's default 300 s): commits put off by a rebalance for
+        # longer mean the member was left out of it.
+        self._max_put_off = float(consumer_config.get("max.poll.interval.ms", 300_000)) / 1000
+        transactional_id = None
         if self.eos:
             # Kafka Streams' EOS v2 name: stable per process (state directory) and thread index.
             process = process_id or uuid.uuid4().hex
-            self.transactional_id = f"{config.application_id}-{process}-{index + 1}"
-        # Whether a transaction is open (begun, not yet committed or aborted).
-        self.in_transaction = False
-        self.producer = self._new_producer()
+            transactional_id = f"{config.application_id}-{process}-{index + 1}"
+        self.metrics = ThreadMetrics()
+        self.txn = ThreadProducer(config, name, transactional_id, self.metrics)
         self.updater = StateUpdater(
             f"{name}-StateUpdater",
             # The changelog fetch in Rust by default (open_restore_consumer's choice and fallback).
@@ -207,7 +192,8 @@ class StreamThread(threading.Thread):
             on_lost=self._on_lost,
         )
         self._last_commit = time.monotonic()
-        self.metrics = ThreadMetrics()
+        # Since when a due commit has been put off by a rebalance (None: none is).
+        self._commit_put_off: float | None = None
         self.fetch = FetchControl(
             self.consumer, config.buffered_records_per_partition, name=self.name
         )
@@ -217,15 +203,20 @@ class StreamThread(threading.Thread):
             repartitions,
         )
 
-    def _new_producer(self) -> Producer:
-        return Producer(
-            producer_config(
-                self._config.bootstrap_servers,
-                client_id=f"{self.name}-producer",
-                transactional_id=self.transactional_id,
-                overrides=self._config.overrides,
-            )
-        )
+    @property
+    def producer(self) -> Producer:
+        """The thread's producer (replaced after a fence under exactly-once)."""
+        return self.txn.producer
+
+    @property
+    def transactional_id(self) -> str | None:
+        """The producer's ``transactional.id`` under exactly-once."""
+        return self.txn.transactional_id
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (begun, not yet committed or aborted)."""
+        return self.txn.in_transaction
 
     # -- state --------------------------------------------------------------------------------
 
@@ -273,7 +264,7 @@ class StreamThread(threading.Thread):
             if self.eos:
                 # Before any task processes: fences a previous incarnation of this thread and
                 # completes (aborts) its open transaction.
-                self._transactional("initializing transactions", self.producer.init_transactions)
+                self.txn.init()
             self.updater.start()
             self.coordinator.subscribe()
             while not self._stop_requested.is_set():
@@ -284,13 +275,13 @@ class StreamThread(threading.Thread):
                 except TransactionAbortedError as exc:
                     self._handle_transaction_aborted(exc)
                 except StreamsError as exc:
-                    fenced = self._fenced_cause(exc)
+                    fenced = self.txn.fenced_cause(exc)
                     if fenced is None:
                         raise
-                    self._handle_task_migrated(_ProducerFencedError(fenced))
+                    self._handle_task_migrated(ProducerFencedError(fenced))
             self._set_state(ThreadState.PENDING_SHUTDOWN)
             try:
-                self._commit(list(self.tasks.values()))
+                self._commit(list(self.tasks.values()), defer=False)
             except (TaskMigratedError, TransactionAbortedError) as exc:
                 _log.warning("stream-thread [%s] not committing on shutdown: %s", self.name, exc)
         except BaseException as exc:
@@ -333,7 +324,7 @@ class StreamThread(threading.Thread):
         processed = 0
         if self.eos and not self.in_transaction:
             if any(not t.restoring for t in self.tasks.values()):
-                self._begin_transaction()
+                self.txn.begin()
         for task in list(self.tasks.values()):
             if not task.restoring:
                 if len(task.partitions) > 1 and self._config.max_task_idle_ms >= 0:
@@ -344,8 +335,10 @@ class StreamThread(threading.Thread):
         self.fetch.release_drained(self._queue_size)
         self._punctuate()
         self.producer.poll(0)
-        if (time.monotonic() - self._last_commit) * 1000 >= self._config.commit_interval_ms or any(
-            t.commit_requested for t in self.tasks.values()
+        if (
+            self._commit_put_off is not None
+            or (time.monotonic() - self._last_commit) * 1000 >= self._config.commit_interval_ms
+            or any(t.commit_requested for t in self.tasks.values())
         ):
             self._commit(list(self.tasks.values()))
         elif self.eos and any(
@@ -392,7 +385,10 @@ class StreamThread(threading.Thread):
             self.consumer.incremental_assign(partitions)
         else:
             self.consumer.assign(partitions)
-        self._open_tasks(partitions)
+        if not self._stop_requested.is_set():
+            # An assignment that completes while the thread closes gets no tasks: they would
+            # only be closed again, and their committed offsets cannot be read any more.
+            self._open_tasks(partitions)
 
     def _open_tasks(self, partitions: list[KafkaTopicPartition]) -> None:
         """Creates the tasks of ``partitions`` (assigned) that have none yet."""
@@ -481,14 +477,32 @@ class StreamThread(threading.Thread):
         self.locked.discard({self._topology.task_id(p.topic, p.partition) for p in partitions})
         tasks = self._tasks_of(partitions)
         try:
-            # Under exactly-once one transaction covers every task: commit them all.
-            self._commit([t for t in tasks if not t.restoring])
+            # Under exactly-once one transaction covers every task: commit them all. The
+            # member is in the rebalance's generation now: the commit is not put off.
+            committed = self._commit([t for t in tasks if not t.restoring], defer=False)
         except TaskMigratedError as exc:
-            # Raising here would abort librdkafka's rebalance callback: handle it in place.
-            self._handle_task_migrated(exc)
-            return
+            # Raising here would abort librdkafka's rebalance callback, and rejoining inside
+            # it would start another rebalance: the revoked tasks close without a commit (their
+            # next owner processes their records again); librdkafka reports the rest lost if
+            # the member is out of the group.
+            committed = False
+            _log.warning(
+                "stream-thread [%s] not committing the revoked tasks (%s); closing them "
+                "without a commit",
+                self.name,
+                exc,
+            )
+            if self.eos:
+                self._handle_transaction_aborted(TransactionAbortedError(str(exc)), closing=tasks)
+                return
         except TransactionAbortedError as exc:
             self._handle_transaction_aborted(exc, closing=tasks)
+            return
+        if not committed and self.eos:
+            # The transaction holds the revoked tasks' writes and could not commit: abort it.
+            self._handle_transaction_aborted(
+                TransactionAbortedError("the revoked tasks could not be committed"), closing=tasks
+            )
             return
         self._close_tasks(tasks)
 
@@ -517,7 +531,7 @@ class StreamThread(threading.Thread):
             exc,
         )
         self._set_state(ThreadState.REBALANCING)
-        self._abort_transaction(replace_producer=isinstance(exc, _ProducerFencedError))
+        self.txn.abort(replace_producer=isinstance(exc, ProducerFencedError))
         self._close_tasks(list(self.tasks.values()))
         self.coordinator.request_rejoin()
         self._reopen_assigned()
@@ -534,7 +548,7 @@ class StreamThread(threading.Thread):
             self.name,
             exc,
         )
-        self._abort_transaction()
+        self.txn.abort()
         self._close_tasks(list(self.tasks.values()))
         gone = {tp for t in closing or [] for tp in t.partitions}
         self._reopen_assigned(exclude={(tp.topic, tp.partition) for tp in gone})
@@ -556,111 +570,54 @@ class StreamThread(threading.Thread):
             self.consumer.seek(KafkaTopicPartition(c.topic, c.partition, offset))
         self._open_tasks(assigned)
 
-    # -- transactions (exactly-once) -----------------------------------------------------------
-
-    def _fenced_cause(self, exc: BaseException) -> str | None:
-        """Under exactly-once, what says that ``exc`` (a processor's failure, say) came from a
-        producer that can write no more (a ``produce`` refused because it was fenced), if
-        anything does."""
-        if not self.eos:
-            return None
-        seen: BaseException | None = exc
-        while seen is not None:
-            if isinstance(seen, KafkaException):
-                error = kafka_error(seen)
-                if error is not None and (
-                    classify_transaction(error) is TransactionErrorKind.PRODUCER_FENCED
-                ):
-                    return f"the producer was fenced: {error.str()}"
-            seen = seen.__cause__ or seen.__context__
-        return None
-
-    def _transactional(self, what: str, call: Callable[..., Any], *args: Any) -> None:
-        """Calls the producer's transactional ``call(*args, timeout)``, classifying its
-        failures (see the module doc); retriable ones are retried until ``task.timeout.ms``."""
-        deadline = time.monotonic() + self._config.task_timeout_ms / 1000.0
-        while True:
-            timeout = max(1.0, min(30.0, deadline - time.monotonic()))
-            try:
-                kafka_call(call, *args, timeout)
-                return
-            except KafkaException as exc:
-                failure = _transaction_failure(what, exc)
-                if failure is not None:
-                    raise failure from exc
-                text = error_text(exc)
-                if time.monotonic() < deadline:
-                    _log.warning(
-                        "stream-thread [%s] %s failed (%s); retrying", self.name, what, text
-                    )
-                    time.sleep(0.1)
-                    continue
-                raise TransactionAbortedError(
-                    f"{what} failed for task.timeout.ms ({text})"
-                ) from exc
-
-    def _begin_transaction(self) -> None:
-        self._transactional("beginning a transaction", _begin, self.producer)
-        self.in_transaction = True
-
-    def _abort_transaction(self, *, replace_producer: bool = False) -> None:
-        """Aborts the open transaction, if any; replaces the producer (and initialises
-        transactions again) when it is fenced or cannot abort. A no-op under at-least-once."""
-        if not self.eos:
-            return
-        if self.in_transaction and not replace_producer:
-            try:
-                kafka_call(self.producer.abort_transaction, 30)
-                self.metrics.transactions_aborted += 1
-            except KafkaException as exc:
-                _log.warning(
-                    "stream-thread [%s] aborting the transaction failed (%s); replacing the "
-                    "producer",
-                    self.name,
-                    error_text(exc),
-                )
-                replace_producer = True
-        self.in_transaction = False
-        if replace_producer:
-            old, self.producer = self.producer, self._new_producer()
-            try:
-                old.purge()
-            except (KafkaException, RuntimeError):
-                pass
-            # Fences the old producer for good and aborts its open transaction, if any.
-            self._transactional("initializing transactions", self.producer.init_transactions)
-            self.metrics.producers_replaced += 1
-
     # -- commit -------------------------------------------------------------------------------
 
-    def _commit_transaction(self) -> None:
-        """Exactly-once: one transaction for every running task (see the module doc)."""
-        started = self._last_commit = time.monotonic()
-        tasks = [t for t in self.tasks.values() if not t.restoring]
-        if not tasks:
-            return
+    def _commit_transaction(self, tasks: list[StreamTask], started: float) -> bool:
+        """Exactly-once: one transaction for ``tasks``, every running task (see the module
+        doc); False when not acknowledged (the transaction stays open)."""
         if not self.in_transaction:
-            self._begin_transaction()
+            self.txn.begin()
         if not self._flush(tasks):
-            return
+            return False
         offsets: list[KafkaTopicPartition] = []
         for task in tasks:
             offsets.extend(task.committable_offsets())
-        if offsets:
-            self._transactional(
-                "sending offsets to the transaction",
-                self.producer.send_offsets_to_transaction,
-                offsets,
-                self.consumer.consumer_group_metadata(),
-            )
-        self._transactional("committing the transaction", self.producer.commit_transaction)
-        self.in_transaction = False
+        self.txn.commit(offsets, self.consumer.consumer_group_metadata())
+        self._commit_put_off = None
         for task in tasks:
             task.apply_committed()
             task.mark_committed()
         if offsets:
             self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
             self._purger.purge(offsets)
+        return True
+
+    def _nothing_to_commit(self) -> None:
+        self._last_commit = time.monotonic()
+        self._commit_put_off = None
+
+    def _put_off_by_rebalance(self, failure: str | None = None) -> bool:
+        """Whether a due commit waits for the group's rebalance to complete (Kafka Streams'
+        ``rebalanceInProgress``): it has met one (``failure``, the broker's refusal), or the
+        member can tell one is going on. Raises :class:`TaskMigratedError` once commits have
+        been put off for longer than a rebalance may last (``max.poll.interval.ms``)."""
+        if failure is None and not self.coordinator.rebalance_in_progress():
+            return False
+        now = time.monotonic()
+        if self._commit_put_off is None:
+            self._commit_put_off = now
+            _log.info(
+                "stream-thread [%s] %s; committing once the rebalance completes",
+                self.name,
+                f"committing offsets failed ({failure})" if failure else "the group is rebalancing",
+            )
+        elif now - self._commit_put_off > self._max_put_off:
+            self._commit_put_off = None
+            raise TaskMigratedError(
+                f"no commit for {self._max_put_off:.0f} s (max.poll.interval.ms): the group "
+                "did not complete its rebalance for this member"
+            )
+        return True
 
     def _close_tasks(self, tasks: list[StreamTask]) -> None:
         self.fetch.forget((tp.topic, tp.partition) for t in tasks for tp in t.partitions)
@@ -686,7 +643,7 @@ class StreamThread(threading.Thread):
             # being added to the transaction) may surface here first, before any delivery
             # report says so.
             failure = (
-                _transaction_failure("flushing the producer", exc)
+                transaction_failure("flushing the producer", exc)
                 if self.eos
                 else StreamsError(f"flushing the producer failed: {error_text(exc)}")
             )
@@ -705,77 +662,88 @@ class StreamThread(threading.Thread):
             return False
         return True
 
-    def _commit(self, tasks: list[StreamTask]) -> None:
-        """Commits ``tasks``; raises :class:`TaskMigratedError` when the group moved on
-        without this member, and skips (WARN) a commit the cluster cannot take now. Under
-        exactly-once, commits every running task in one transaction instead."""
+    def _commit(self, tasks: list[StreamTask], *, defer: bool = True) -> bool:
+        """Commits ``tasks``; True when done. Puts the commit off while the group rebalances
+        (see the module doc) unless not to ``defer`` (in the revocation callback the member is
+        in the rebalance's generation; on shutdown there is no later), raises
+        :class:`TaskMigratedError` when the group moved on without this member, and skips
+        (WARN) a commit the cluster cannot take now. Under exactly-once, commits every running
+        task in one transaction instead."""
         if self.eos:
-            self._commit_transaction()
-            return
-        started = self._last_commit = time.monotonic()
+            tasks = [t for t in self.tasks.values() if not t.restoring]
         if not tasks:
-            return
+            self._nothing_to_commit()
+            return True
+        if defer and self._put_off_by_rebalance():
+            return False
+        started = self._last_commit = time.monotonic()
+        if self.eos:
+            return self._commit_transaction(tasks, started)
+        return self._commit_consumer(tasks, started, defer=defer)
+
+    def _commit_consumer(self, tasks: list[StreamTask], started: float, *, defer: bool) -> bool:
+        """At-least-once: flushes, checkpoints and commits ``tasks``' offsets with the
+        consumer; False when not done (to be tried again)."""
         if not self._flush(tasks):
-            return
+            return False
         offsets: list[KafkaTopicPartition] = []
         for task in tasks:
             offsets.extend(task.prepare_commit())
         if not offsets:
-            return
+            self._nothing_to_commit()
+            return True
+        if not self._commit_offsets(offsets, defer=defer):
+            return False
+        self._commit_put_off = None
+        for task in tasks:
+            task.mark_committed()
+        self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
+        self._purger.purge(offsets)
+        return True
+
+    def _commit_offsets(self, offsets: list[KafkaTopicPartition], *, defer: bool) -> bool:
+        """At-least-once: commits ``offsets`` with the consumer; False when the commit is to be
+        tried again (a rebalance met, or a failure the cluster may not have next time)."""
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
+            return True
         except KafkaException as exc:
             error = kafka_error(exc)
             kind = classify(error) if error is not None else ErrorKind.OTHER
-            if kind is ErrorKind.TASK_MIGRATED:
+            text = error_text(exc)
+            if kind is ErrorKind.REBALANCE_IN_PROGRESS and defer:
+                self._put_off_by_rebalance(text)
+                return False
+            if kind in (ErrorKind.TASK_MIGRATED, ErrorKind.REBALANCE_IN_PROGRESS):
                 raise TaskMigratedError(
-                    f"committing offsets failed: {error_text(exc)}; the consumer is no longer "
-                    "part of the group"
+                    f"committing offsets failed: {text}; the consumer is no longer part of the "
+                    "group"
                 ) from exc
             if kind is ErrorKind.RETRIABLE:
                 _log.warning(
                     "stream-thread [%s] committing offsets failed (%s); retrying at the next "
                     "commit",
                     self.name,
-                    error_text(exc),
+                    text,
                 )
-                return
-            raise StreamsError(f"committing offsets failed: {error_text(exc)}") from exc
-        for task in tasks:
-            task.mark_committed()
-        self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
-        self._purger.purge(offsets)
+                return False
+            raise StreamsError(f"committing offsets failed: {text}") from exc
 
     def _close(self) -> None:
         try:
-            if self.eos and self.in_transaction:
-                # The thread dies (or shuts down) with writes not committed: abort them, so no
-                # read_committed reader waits for transaction.timeout.ms.
-                try:
-                    kafka_call(self.producer.abort_transaction, 10)
-                except (KafkaException, RuntimeError):
-                    pass
-                self.in_transaction = False
+            # The thread dies (or shuts down) with writes not committed: abort them.
+            self.txn.abort_on_close()
             self._close_tasks(list(self.tasks.values()))
         finally:
             self.coordinator.leave()
             self.updater.shutdown()
             try:
-                self.consumer.close()
-            except (KafkaException, RuntimeError):
-                pass
-            # Closed now, not when the garbage collector finds it: a producer left open keeps
-            # reconnecting (and logging) after its brokers are gone. A producer that failed
-            # fatally raises from flush, and close warns that it could not abort (an error where
-            # warnings are errors): neither may skip the rest of the close.
-            try:
-                kafka_call(self.producer.flush, 10)
-            except (KafkaException, RuntimeError):
-                pass
-            try:
-                self.producer.close()
-            except Exception as exc:  # see above
-                _log.debug("stream-thread [%s] closing the producer: %s", self.name, exc)
+                # kafka_call: close may raise the bare KafkaError (_DESTROY) of a call that
+                # librdkafka cut short, which no except clause would catch.
+                kafka_call(self.consumer.close)
+            except (KafkaException, RuntimeError) as exc:
+                _log.debug("stream-thread [%s] closing the consumer: %s", self.name, exc)
+            self.txn.close()
             with self._lock:
                 self._state = ThreadState.DEAD
             self._on_state_change()

@@ -11,9 +11,15 @@ kinds Kafka Streams tells apart, each handled the same way wherever it shows up:
   ``InvalidOffsetException``): retention, compaction or ``delete_records`` removed records not
   read yet. librdkafka reports ``_AUTO_OFFSET_RESET`` when ``auto.offset.reset=error`` forbids a
   reset; a raw ``OFFSET_OUT_OF_RANGE`` counts too in case a client version surfaces that code.
-* ``TASK_MIGRATED``: this member no longer owns its partitions (Java's ``CommitFailedException``
-  and ``RebalanceInProgressException`` on commit, and a fenced producer, which Kafka Streams
-  turns into ``TaskMigratedException``).
+* ``REBALANCE_IN_PROGRESS``: a commit met a rebalance (``REBALANCE_IN_PROGRESS``, or a stale
+  generation: ``ILLEGAL_GENERATION``). librdkafka runs the group protocol on its own thread, so
+  the generation can move between a poll and the commit after it; the member is still in the
+  group and may keep its partitions (Java's ``RebalanceInProgressException``): the commit is
+  retried once the rebalance completes. Should librdkafka find the member out of the group, it
+  reports the assignment lost at the next poll.
+* ``TASK_MIGRATED``: this member is out of the group and no longer owns its partitions (an
+  unknown member id, a fenced static member, a fenced producer: Java's ``CommitFailedException``
+  and ``ProducerFencedException``, which Kafka Streams turns into ``TaskMigratedException``).
 * ``RETRIABLE``: worth trying again (librdkafka's *retriable* flag, or a code of
   :data:`RETRIABLE_CODES`, such as a partition not yet in the metadata).
 * ``OTHER``: anything else.
@@ -22,7 +28,8 @@ Under exactly-once a transactional producer's failures have kinds of their own, 
 :func:`classify_transaction` tells apart (:class:`TransactionErrorKind`): a *fenced* producer
 (another producer took its ``transactional.id``, its epoch is stale, or any other fatal producer
 error: the instance must be replaced), the group having moved on (the offsets could not join the
-transaction), an *abortable* transaction, and a retriable failure.
+transaction), a rebalance met by the offsets (the transaction must be aborted, the member stays),
+an *abortable* transaction, and a retriable failure.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from confluent_kafka import KafkaError, KafkaException
 __all__ = [
     "FENCED_CODES",
     "INVALID_OFFSET_CODES",
+    "REBALANCE_IN_PROGRESS_CODES",
     "RETRIABLE_CODES",
     "TASK_MIGRATED_CODES",
     "ErrorKind",
@@ -57,6 +65,7 @@ class ErrorKind(enum.Enum):
     FATAL = "fatal"
     END_OF_PARTITION = "end of partition"
     INVALID_OFFSET = "invalid offset"
+    REBALANCE_IN_PROGRESS = "rebalance in progress"
     TASK_MIGRATED = "task migrated"
     RETRIABLE = "retriable"
     OTHER = "other"
@@ -65,16 +74,20 @@ class ErrorKind(enum.Enum):
 INVALID_OFFSET_CODES = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 """Codes meaning "the position is outside the partition's log"."""
 
+REBALANCE_IN_PROGRESS_CODES = frozenset(
+    {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
+)
+"""Codes meaning "the group is rebalancing": the member is still in it (see the module doc)."""
+
 TASK_MIGRATED_CODES = frozenset(
     {
-        KafkaError.ILLEGAL_GENERATION,
         KafkaError.UNKNOWN_MEMBER_ID,
-        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.FENCED_INSTANCE_ID,
         KafkaError.PRODUCER_FENCED,
         KafkaError.INVALID_PRODUCER_EPOCH,
     }
 )
-"""Codes meaning "another member owns these partitions now"."""
+"""Codes meaning "this member is out of the group: another member owns these partitions"."""
 
 RETRIABLE_CODES = frozenset(
     {
@@ -106,14 +119,7 @@ FENCED_CODES = frozenset(
 ``ProducerFencedException`` and ``InvalidProducerEpochException``; librdkafka reports a fence
 as the fatal ``_FENCED``, and later calls fail with ``_FATAL``)."""
 
-_GROUP_MOVED_ON_CODES = frozenset(
-    {
-        KafkaError.ILLEGAL_GENERATION,
-        KafkaError.UNKNOWN_MEMBER_ID,
-        KafkaError.REBALANCE_IN_PROGRESS,
-        KafkaError.FENCED_INSTANCE_ID,
-    }
-)
+_GROUP_MOVED_ON_CODES = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.FENCED_INSTANCE_ID})
 
 
 class TransactionErrorKind(enum.Enum):
@@ -121,6 +127,7 @@ class TransactionErrorKind(enum.Enum):
 
     PRODUCER_FENCED = "producer fenced"
     TASK_MIGRATED = "task migrated"
+    REBALANCE_IN_PROGRESS = "rebalance in progress"
     ABORTABLE = "abortable"
     RETRIABLE = "retriable"
     OTHER = "other"
@@ -129,13 +136,16 @@ class TransactionErrorKind(enum.Enum):
 def classify_transaction(error: KafkaError) -> TransactionErrorKind:
     """What a transactional producer's ``error`` means (see the module doc): Kafka Streams
     handles ``PRODUCER_FENCED`` and ``TASK_MIGRATED`` as task migration (the first also replaces
-    the producer), aborts an ``ABORTABLE`` transaction and re-processes its records, and retries
-    a ``RETRIABLE`` call."""
+    the producer), aborts a ``REBALANCE_IN_PROGRESS`` or ``ABORTABLE`` transaction and
+    re-processes its records (the member stays in the group), and retries a ``RETRIABLE``
+    call."""
     code = error.code()
     if error.fatal() or code in FENCED_CODES:
         return TransactionErrorKind.PRODUCER_FENCED
     if code in _GROUP_MOVED_ON_CODES:
         return TransactionErrorKind.TASK_MIGRATED
+    if code in REBALANCE_IN_PROGRESS_CODES:
+        return TransactionErrorKind.REBALANCE_IN_PROGRESS
     if error.txn_requires_abort():
         return TransactionErrorKind.ABORTABLE
     if error.retriable() or code in RETRIABLE_CODES:
@@ -143,17 +153,22 @@ def classify_transaction(error: KafkaError) -> TransactionErrorKind:
     return TransactionErrorKind.OTHER
 
 
+_KINDS_OF_CODES = (
+    (frozenset({KafkaError._PARTITION_EOF}), ErrorKind.END_OF_PARTITION),
+    (INVALID_OFFSET_CODES, ErrorKind.INVALID_OFFSET),
+    (REBALANCE_IN_PROGRESS_CODES, ErrorKind.REBALANCE_IN_PROGRESS),
+    (TASK_MIGRATED_CODES, ErrorKind.TASK_MIGRATED),
+)
+
+
 def classify(error: KafkaError) -> ErrorKind:
     """The :class:`ErrorKind` of ``error`` (see the module doc)."""
     if error.fatal():
         return ErrorKind.FATAL
     code = error.code()
-    if code == KafkaError._PARTITION_EOF:
-        return ErrorKind.END_OF_PARTITION
-    if code in INVALID_OFFSET_CODES:
-        return ErrorKind.INVALID_OFFSET
-    if code in TASK_MIGRATED_CODES:
-        return ErrorKind.TASK_MIGRATED
+    for codes, kind in _KINDS_OF_CODES:
+        if code in codes:
+            return kind
     if error.retriable() or code in RETRIABLE_CODES:
         return ErrorKind.RETRIABLE
     return ErrorKind.OTHER
