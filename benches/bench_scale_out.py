@@ -17,6 +17,7 @@ one took 4 s). ``docs/PERFORMANCE.md`` quotes this benchmark.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,21 @@ N = size(2_000_000)
 KEYS = 10_000
 PARTITIONS = 4
 ROUNDS = 2
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """The machine's (busy, total) CPU ticks since boot, over every core (``/proc/stat``)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _busy(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """How many cores were busy on average between two :func:`_cpu_ticks` readings (the
+    broker's and every instance's work): on 2 cores, 2.0 means nothing was left idle."""
+    total = after[1] - before[1]
+    cores = os.cpu_count() or 1
+    return round(cores * (after[0] - before[0]) / total, 2) if total else 0.0
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +65,7 @@ def bench_scale_out(
 ) -> None:
     groups: list[Group] = []
     times: list[float] = []
+    busy: list[float] = []  # the machine's cores busy over each round, of os.cpu_count()
 
     with tempfile.TemporaryDirectory() as state_root:
 
@@ -64,11 +81,13 @@ def bench_scale_out(
             return (group,), {}
 
         def run(group: Group) -> None:
+            before = _cpu_ticks()
             for _ in range(instances):
                 group.start()
             seconds = wait_for_lag_zero(group, 600)
             assert seconds is not None, "the group did not reach lag 0 in 600 s"
             times.append(seconds)
+            busy.append(_busy(before, _cpu_ticks()))
 
         try:
             benchmark.pedantic(run, setup=setup, rounds=ROUNDS)
@@ -84,5 +103,6 @@ def bench_scale_out(
             "cpu_seconds": [round(r.cpu, 2) for r in runs],
             "outputs_per_input": [round(r.outputs / N, 3) for r in runs],
             "forced_rejoins": [r.rejoins for r in runs],
+            "machine_cores_busy": busy,
         }
     )
