@@ -18,6 +18,7 @@ __all__ = [
     "InvalidStateStoreError",
     "InvalidStateStorePartitionError",
     "InvalidTimestampError",
+    "NoSuchElementError",
     "ProcessorStateError",
     "StateStoreFailError",
     "StateStoreMigratedError",
@@ -131,6 +132,11 @@ class TopologyError(StreamsError, ValueError):
     """A topology that cannot run (Kafka's ``TopologyException``): a duplicate or unknown name,
     a cycle, a store connected to no processor, source topics of one sub-topology that are not
     co-partitioned, an internal topic with the wrong partition count. Also a ``ValueError``."""
+
+
+class NoSuchElementError(StreamsError, LookupError):
+    """A test output topic of the ``TopologyTestDriver`` was read while empty (Java's
+    ``NoSuchElementException``). Also a ``LookupError``."""
 
 
 class InvalidStateStoreError(StreamsError):

@@ -53,6 +53,7 @@ PUBLIC_MODULES = [
     "streamstate.app",
     "streamstate.processor",
     "streamstate.spark",
+    "streamstate.testing",
     "streamstate.errors",
 ]
 

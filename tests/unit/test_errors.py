@@ -20,6 +20,7 @@ HIERARCHY = [
     ("TaskCorruptedError", "StreamsError"),
     ("TaskMigratedError", "StreamsError"),
     ("TopologyError", "StreamsError"),
+    ("NoSuchElementError", "StreamsError"),
     ("InvalidStateStoreError", "StreamsError"),
     ("StateStoreRetryableError", "InvalidStateStoreError"),
     ("StreamsNotStartedError", "StateStoreRetryableError"),
@@ -54,6 +55,10 @@ def test_every_error_class_is_in_the_contract() -> None:
 @pytest.mark.parametrize("name", ["DeserializationError", "InvalidTimestampError", "TopologyError"])
 def test_record_errors_are_value_errors(name: str) -> None:
     assert issubclass(getattr(errors, name), ValueError)
+
+
+def test_an_empty_test_topic_is_a_lookup_error() -> None:
+    assert issubclass(errors.NoSuchElementError, LookupError)
 
 
 @pytest.mark.parametrize(("name", "_parent"), HIERARCHY)

@@ -103,6 +103,10 @@ def decode_partition_time(metadata: str | None) -> int:
     return int(value) if version in _READABLE_VERSIONS else NOT_KNOWN
 
 
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
 class TransactionAbortedError(StreamsError):
     """The thread's transaction cannot commit and must be aborted (librdkafka's
     ``txn_requires_abort``); its tasks are then re-processed from the last committed offsets.
@@ -128,13 +132,17 @@ class StreamTask:
         global_stores: dict[str, Any],
         *,
         position: Callable[[TopicPartition], int] | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         """Opens the task's stores; nothing is read or restored yet. ``task_id`` is the
         partition in the one-function form, a ``TaskId`` in a graph. ``position(tp)`` is the
         consumer's position in a source partition (negative when unknown), what a commit uses
-        for a partition whose queue is empty."""
+        for a partition whose queue is empty. ``clock()`` is the time in ms of a graph's
+        wall-clock punctuations, ``current_system_time_ms`` and ``max.task.idle.ms`` (the
+        system clock by default; the ``TopologyTestDriver`` passes its own)."""
         self.task_id = task_id
         self._position = position
+        self._idle_clock: Callable[[], float] = clock or _monotonic_ms
         self._config = config
         self._producer = producer
         graph = topology.graph() if topology.is_graph else None
@@ -182,6 +190,8 @@ class StreamTask:
         self._caches: list[CachingKeyValueStore] = []
         self._buffers: list[TransactionBuffer] = []
         declared: dict[str, Any] = {}
+        # Every store as processors see it (its outermost layer: cache, changelog, buffer).
+        self.store_layers: dict[str, Any] = {}
         for spec in store_specs:
             store: InMemoryKeyValueStore | PersistentKeyValueStore
             if spec.persistent:
@@ -205,6 +215,7 @@ class StreamTask:
             if spec.caching:
                 wrapped = CachingKeyValueStore(wrapped)
                 self._caches.append(wrapped)
+            self.store_layers[spec.name] = wrapped
             if spec.name in declared_names:
                 declared[spec.name] = wrapped
         global_views = {
@@ -238,6 +249,7 @@ class StreamTask:
                 producer,
                 lambda: self.group.stream_time,
                 self._on_sink_delivery,
+                **({"clock": clock} if clock is not None else {}),
             )
         # The partitions to commit: those that processed or dropped records since the last
         # commit, each with the offset after the last record added (the fallback of a commit
@@ -324,7 +336,7 @@ class StreamTask:
         if self.group.all_partitions_buffered():
             self._idle_deadlines.clear()
             return True
-        now = time.monotonic() * 1000
+        now = self._idle_clock()
         for tp in self.partitions:
             if self._queues[tp].size():
                 self._idle_deadlines.pop(tp, None)

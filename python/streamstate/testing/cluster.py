@@ -13,12 +13,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streamstate.testing._closing import Closing
 from streamstate.testing.broker import LocalKafka, LocalKafkaError, client_config
 
 __all__ = ["KafkaTestCluster"]
@@ -28,7 +28,7 @@ _BOOTSTRAP_ENV = "STREAMSTATE_BOOTSTRAP_SERVERS"
 Record = tuple[Any, ...] | Mapping[str, Any]
 
 
-class KafkaTestCluster:
+class KafkaTestCluster(Closing):
     """A broker plus the client helpers tests and benchmarks need.
 
     Wraps either a :class:`LocalKafka` it owns (see :meth:`start_local`) or any broker given by
@@ -75,17 +75,6 @@ class KafkaTestCluster:
         if external:
             return cls(external)
         return cls.start_local(instance_dir, heap_mb=heap_mb, timeout=timeout)
-
-    def __enter__(self) -> KafkaTestCluster:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def admin(self) -> Any:
