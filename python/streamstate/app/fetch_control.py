@@ -14,8 +14,13 @@ bounded prefetch queue (``queued.max.messages.kbytes``) holds the rest.
 **Lags** (KIP-695 idling and the ``records-lag`` metric): a partition's lag is the high
 watermark of the last fetch response minus the consumer's position, where the position is the
 offset after the last record handed to the application, or, before any was, the offset of the
-last end-of-partition event (the main consumer has them on). ``-1`` means unknown: no fetch
-response or no position yet.
+last end-of-partition event (the main consumer has them on), or else the committed offset the
+task started from (:meth:`FetchControl.starting_at`). A partition whose log is empty (its low
+and high watermarks equal) has no lag whatever the position. ``-1`` means unknown: no fetch
+response yet, or no position. The last two matter because librdkafka queues an
+end-of-partition event behind the records already fetched for the other partitions: a task over
+two sources, one of them empty, would otherwise wait for that event while its thread, holding a
+full partition, takes one record per poll (measured: 3x the time, 6x the CPU).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class FetchControl:
         self._name = name
         self.held: set[tuple[str, int]] = set()
         self._end_positions: dict[tuple[str, int], int] = {}
+        self._start_positions: dict[tuple[str, int], int] = {}
 
     # -- back-pressure ------------------------------------------------------------------------
 
@@ -72,12 +78,24 @@ class FetchControl:
         for key in keys:
             self.held.discard(key)
             self._end_positions.pop(key, None)
+            self._start_positions.pop(key, None)
 
     # -- lags ---------------------------------------------------------------------------------
 
     def reached_end(self, end_positions: dict[tuple[str, int], int]) -> None:
         """Records the end-of-partition events of one poll."""
         self._end_positions.update(end_positions)
+
+    def starting_at(self, offsets: dict[tuple[str, int], int]) -> None:
+        """The committed offsets new tasks' partitions start from: their position until the
+        consumer hands over a record or an end-of-partition event."""
+        self._start_positions.update(offsets)
+
+    def _known_position(self, key: tuple[str, int], consumer_position: int) -> int:
+        if consumer_position >= 0:
+            return consumer_position
+        end = self._end_positions.get(key)
+        return end if end is not None else self._start_positions.get(key, -1)
 
     def lag(self, tp: TopicPartition) -> int:
         """``tp``'s lag as far as the consumer knows, ``-1`` when unknown."""
@@ -94,15 +112,17 @@ class FetchControl:
             return {}
         out: dict[TopicPartition, int] = {}
         for tp, ktp, pos in zip(partitions, wanted, positions, strict=True):
-            key = (tp.topic, tp.partition)
-            position = pos.offset if pos.offset >= 0 else self._end_positions.get(key, -1)
+            position = self._known_position((tp.topic, tp.partition), pos.offset)
             try:
-                _, high = self._consumer.get_watermark_offsets(ktp, cached=True)
+                low, high = self._consumer.get_watermark_offsets(ktp, cached=True)
             except (KafkaException, RuntimeError):
                 continue
-            if position < 0 or high < 0:
-                continue
-            out[tp] = max(0, high - position)
+            if high < 0:
+                continue  # no fetch response yet
+            if position >= 0:
+                out[tp] = max(0, high - position)
+            elif low == high:
+                out[tp] = 0  # an empty log: no record to wait for
         return out
 
     def position(self, tp: TopicPartition) -> int:

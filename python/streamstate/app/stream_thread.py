@@ -430,6 +430,11 @@ class StreamThread(threading.Thread):
                 ],
                 timeout=30,
             )
+            # Until the consumer hands over a record of a partition, its lag (KIP-695) counts
+            # from where the task starts.
+            self.fetch.starting_at(
+                {(c.topic, c.partition): c.offset for c in committed if c.offset >= 0}
+            )
             for c in committed:
                 owner = self.tasks.get(id_of(c.topic, c.partition))
                 if owner is not None:
