@@ -356,6 +356,20 @@ def test_exactly_once_v2_defaults_and_client_settings() -> None:
 
     assert consumer(True)["isolation.level"] == "read_committed"
     assert consumer(False)["isolation.level"] == "read_uncommitted"
+    # Rebalances heard of within half a second, never past a third of the session timeout.
+    assert consumer(False)["heartbeat.interval.ms"] == 1  # session_timeout_ms=1
+    assert (
+        main_consumer_config(
+            "h",
+            group_id="g",
+            client_id="c",
+            partition_assignment_strategy="range",
+            session_timeout_ms=10_000,
+        )["heartbeat.interval.ms"]
+        == 500
+    )
+    heartbeat = {"consumer.": {"heartbeat.interval.ms": 3000}}
+    assert consumer(False, heartbeat)["heartbeat.interval.ms"] == 3000
     # A user override still wins (one place).
     user = {"consumer.": {"isolation.level": "read_uncommitted"}}
     assert consumer(True, user)["isolation.level"] == "read_uncommitted"

@@ -73,6 +73,9 @@ def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
     return base
 
 
+_MAIN_HEARTBEAT_MS = 500
+
+
 def main_consumer_config(
     bootstrap_servers: str,
     *,
@@ -90,7 +93,10 @@ def main_consumer_config(
     transactions are never processed, and librdkafka then fetches committed offsets with
     ``RequireStable``, KIP-447); ``group_instance_id`` makes it a static member.
     End-of-partition events are on: they tell a task that an empty partition has no lag
-    (KIP-695 idling).
+    (KIP-695 idling). It heartbeats every 500 ms (at most a third of the session timeout)
+    where Kafka's consumers default to 3 s: librdkafka hears of a rebalance at a member's next
+    heartbeat, and an instance joining a cooperative group takes two rounds, during which the
+    partitions on the move are processed by nobody (``docs/runtime.md``).
     ``consumer.*`` overrides apply."""
     base: dict[str, Any] = {
         "bootstrap.servers": bootstrap_servers,
@@ -101,6 +107,7 @@ def main_consumer_config(
         "auto.offset.reset": "earliest",
         "partition.assignment.strategy": partition_assignment_strategy,
         "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(1, min(_MAIN_HEARTBEAT_MS, session_timeout_ms // 3)),
         "isolation.level": "read_committed" if eos else "read_uncommitted",
         "enable.partition.eof": True,
     }
