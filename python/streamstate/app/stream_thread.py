@@ -97,6 +97,7 @@ __all__ = ["StreamThread", "ThreadState"]
 _log = logging.getLogger("streamstate.app")
 _PROCESS_PER_TASK = 1_000
 _POLL_RECORDS = 5_000
+_COMMIT_RETRY_BACKOFF_S = 0.1
 
 
 class ThreadState(enum.Enum):
@@ -192,8 +193,10 @@ class StreamThread(threading.Thread):
             on_lost=self._on_lost,
         )
         self._last_commit = time.monotonic()
-        # Since when a due commit has been put off by a rebalance (None: none is).
+        # Since when a due commit has been put off by a rebalance (None: none is), and when a
+        # commit the broker refused for one may be tried again.
         self._commit_put_off: float | None = None
+        self._commit_retry_at = 0.0
         self.fetch = FetchControl(
             self.consumer, config.buffered_records_per_partition, name=self.name
         )
@@ -606,9 +609,16 @@ class StreamThread(threading.Thread):
         ``rebalanceInProgress``): it has met one (``failure``, the broker's refusal), or the
         member can tell one is going on. Raises :class:`TaskMigratedError` once commits have
         been put off for longer than a rebalance may last (``max.poll.interval.ms``)."""
-        if failure is None and not self.coordinator.rebalance_in_progress():
-            return False
         now = time.monotonic()
+        if failure is None:
+            # After a refusal, the broker is asked again only after a pause (not on every loop
+            # while librdkafka has yet to hear of the rebalance).
+            if now < self._commit_retry_at:
+                return True
+            if not self.coordinator.rebalance_in_progress():
+                return False
+        else:
+            self._commit_retry_at = now + _COMMIT_RETRY_BACKOFF_S
         if self._commit_put_off is None:
             self._commit_put_off = now
             _log.info(
