@@ -6,12 +6,16 @@ Kafka's: big-endian, exact length (a wrong length is a ``DeserializationError``,
 ``ValueError``). A ``RecordQueue`` given one of these classes runs it inside Rust with no Python
 call per record; any other object with a ``deserialize(topic, data)`` method works too, through
 Python (the slow path).
+
+A :class:`Serde` pairs a serializer with its deserializer, and :class:`Serdes` makes the
+built-in pairs (Kafka's ``Serdes.String()`` and the like).
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from streamstate._core import NativeDeserializer, NativeSerializer
@@ -34,6 +38,8 @@ __all__ = [
     "JsonSerializer",
     "LongDeserializer",
     "LongSerializer",
+    "Serde",
+    "Serdes",
     "Serializer",
     "ShortDeserializer",
     "ShortSerializer",
@@ -247,3 +253,66 @@ class AvroSerializer(Serializer):
 
     def _state(self) -> dict[str, Any]:
         return {"schema": self.schema, "schema_id": self.schema_id}
+
+
+@dataclass(frozen=True)
+class Serde:
+    """A serializer and the deserializer that reads what it writes (Kafka's ``Serde``)."""
+
+    serializer: Any
+    deserializer: Any
+
+
+class Serdes:
+    """The built-in serdes, as Kafka's ``Serdes`` (its capitalized names kept): each call
+    returns a new :class:`Serde`."""
+
+    @staticmethod
+    def String(encoding: str = "utf-8") -> Serde:
+        """Text in ``encoding`` (UTF-8 by default)."""
+        return Serde(StringSerializer(encoding), StringDeserializer(encoding))
+
+    @staticmethod
+    def Long() -> Serde:
+        """64-bit signed integers, 8 bytes big-endian."""
+        return Serde(LongSerializer(), LongDeserializer())
+
+    @staticmethod
+    def Integer() -> Serde:
+        """32-bit signed integers, 4 bytes big-endian."""
+        return Serde(IntegerSerializer(), IntegerDeserializer())
+
+    @staticmethod
+    def Short() -> Serde:
+        """16-bit signed integers, 2 bytes big-endian."""
+        return Serde(ShortSerializer(), ShortDeserializer())
+
+    @staticmethod
+    def Float() -> Serde:
+        """IEEE 754 single precision, 4 bytes big-endian."""
+        return Serde(FloatSerializer(), FloatDeserializer())
+
+    @staticmethod
+    def Double() -> Serde:
+        """IEEE 754 double precision, 8 bytes big-endian."""
+        return Serde(DoubleSerializer(), DoubleDeserializer())
+
+    @staticmethod
+    def Bytes() -> Serde:
+        """Bytes as they are."""
+        return Serde(BytesSerializer(), BytesDeserializer())
+
+    @staticmethod
+    def UUID() -> Serde:
+        """``uuid.UUID`` as its 36-character text form."""
+        return Serde(UUIDSerializer(), UUIDDeserializer())
+
+    @staticmethod
+    def Json() -> Serde:
+        """Python data as compact UTF-8 JSON."""
+        return Serde(JsonSerializer(), JsonDeserializer())
+
+    @staticmethod
+    def Avro(schema: str | dict[str, Any] | list[Any], schema_id: int | None = None) -> Serde:
+        """Avro in Confluent's framing with ``schema`` (see :class:`AvroSerializer`)."""
+        return Serde(AvroSerializer(schema, schema_id), AvroDeserializer(schema, schema_id))

@@ -11,6 +11,7 @@ import json
 import math
 import struct
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -33,6 +34,8 @@ from streamstate.serde import (
     JsonSerializer,
     LongDeserializer,
     LongSerializer,
+    Serde,
+    Serdes,
     ShortDeserializer,
     ShortSerializer,
     StringDeserializer,
@@ -331,3 +334,40 @@ def test_json_agrees_with_python_json(document: object, ensure_ascii: bool) -> N
     assert same(got, oracle.deserialize_json(data)), (data, got)
     if document is not None:  # a None value is a Kafka null, not the JSON text "null"
         assert same(json.loads(JsonSerializer().serialize(TOPIC, document)), document)
+
+
+# -- Serde and Serdes (Kafka's Serdes factory) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("serde", "value"),
+    [
+        (Serdes.String(), "héllo"),
+        (Serdes.String("latin-1"), "héllo"),
+        (Serdes.Long(), -(2**63)),
+        (Serdes.Integer(), 2**31 - 1),
+        (Serdes.Short(), -(2**15)),
+        (Serdes.Float(), 1.5),
+        (Serdes.Double(), 2.25),
+        (Serdes.Bytes(), b"\x00\xff"),
+        (Serdes.UUID(), uuid.UUID("12345678-1234-5678-1234-567812345678")),
+        (Serdes.Json(), {"a": [1, None, True]}),
+        (
+            Serdes.Avro(
+                {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}, 7
+            ),
+            {"n": 42},
+        ),
+    ],
+)
+def test_each_serde_reads_back_what_it_writes(serde: Serde, value: Any) -> None:
+    data = serde.serializer.serialize("t", value)
+    assert isinstance(data, bytes)
+    assert serde.deserializer.deserialize("t", data) == value
+    assert serde.deserializer.deserialize("t", None) is None
+
+
+def test_serdes_pair_kafkas_formats() -> None:
+    assert Serdes.Long().serializer.serialize("t", 1) == b"\x00" * 7 + b"\x01"
+    assert Serdes.String().serializer.serialize("t", "k") == b"k"
+    assert isinstance(Serdes.Integer().deserializer, IntegerDeserializer)
