@@ -44,7 +44,13 @@ from streamstate.records import TopicPartition
 from streamstate.serde import Deserializer, Serializer
 from streamstate.state.stores import InMemoryKeyValueStore
 from streamstate.testing._closing import Closing
-from streamstate.testing.topics import Headers, TestInputTopic, TestOutputTopic, to_millis
+from streamstate.testing.topics import (
+    Headers,
+    TestInputTopic,
+    TestOutputTopic,
+    epoch_millis,
+    to_millis,
+)
 
 __all__ = ["TopologyTestDriver"]
 
@@ -125,10 +131,12 @@ class TopologyTestDriver(Closing):
         self.config = StreamsConfig.from_mapping(settings)
         topology.validate()
         self._topology = topology.bind(self.config.application_id)
-        if isinstance(initial_wall_clock_time_ms, datetime.datetime):
-            self._now = int(initial_wall_clock_time_ms.timestamp() * 1000)
-        else:
-            self._now = to_millis(initial_wall_clock_time_ms, "initial_wall_clock_time_ms")
+        start = initial_wall_clock_time_ms
+        self._now = (
+            epoch_millis(start)
+            if isinstance(start, datetime.datetime)
+            else to_millis(start, "initial_wall_clock_time_ms")
+        )
         self._logs: dict[str, list[Message]] = {}
         self._producer = _DriverProducer(self._logs, self._clock)
         self._global_stores: dict[str, InMemoryKeyValueStore] = {
@@ -185,12 +193,7 @@ class TopologyTestDriver(Closing):
                 f"{sorted(self._sources | set(self._global_topics))})",
                 topic=name,
             )
-        if start_timestamp is None:
-            start = self._now
-        elif isinstance(start_timestamp, datetime.datetime):
-            start = int(start_timestamp.timestamp() * 1000)
-        else:
-            start = int(start_timestamp)
+        start = self._now if start_timestamp is None else epoch_millis(start_timestamp)
         return TestInputTopic(
             name,
             key_serializer,

@@ -19,7 +19,7 @@ from streamstate.errors import NoSuchElementError
 if TYPE_CHECKING:
     from streamstate.serde import Deserializer, Serializer
 
-__all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "to_millis"]
+__all__ = ["TestInputTopic", "TestOutputTopic", "TestRecord", "epoch_millis", "to_millis"]
 
 Headers = Sequence[tuple[str, bytes | None]]
 
@@ -31,6 +31,13 @@ def to_millis(duration: int | datetime.timedelta, what: str) -> int:
     if isinstance(duration, bool) or not isinstance(duration, int):
         raise TypeError(f"{what} must be int milliseconds or a timedelta, not {duration!r}")
     return duration
+
+
+def epoch_millis(instant: int | datetime.datetime) -> int:
+    """An instant as epoch milliseconds (``int`` milliseconds or a ``datetime``)."""
+    if isinstance(instant, datetime.datetime):
+        return int(instant.timestamp() * 1000)
+    return int(instant)
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,7 @@ class TestInputTopic:
             stamp = self._current_time
             self._current_time += self._auto_advance
             return stamp
-        if isinstance(timestamp, datetime.datetime):
-            return int(timestamp.timestamp() * 1000)
-        return int(timestamp)
+        return epoch_millis(timestamp)
 
     def pipe_input(
         self,
