@@ -3,7 +3,9 @@
 * **Kafka Streams** (the JVM library streamstate follows): the project's own small programs in
   ``benches/kstreams/`` — ``RestoreBench`` (restores a persistent store from its pre-filled
   changelog and reports its ``StateRestoreListener``'s time) and ``WordCount`` (the canonical
-  word count through a repartition topic). Their jars, Kafka Streams at the local broker's
+  word count through a repartition topic) — and ``DescribeDsl``, the oracle of
+  :func:`describe_dsl_programs` (Kafka Streams' ``Topology.describe()`` text of fixed DSL
+  programs, built without a broker). Their jars, Kafka Streams at the local broker's
   version (:data:`KSTREAMS_VERSION`) and its dependencies, are fetched from Maven Central by
   Maven into ``<cache>/kafka-streams-<version>/libs`` (the resolver the local broker uses); the
   sources are compiled with ``javac`` into ``<cache>/kstreams-bench/<digest>/``, again only when
@@ -27,8 +29,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
@@ -46,6 +49,7 @@ __all__ = [
     "WordCountReport",
     "classpath",
     "delete_application",
+    "describe_dsl_programs",
     "kcat_consume",
     "prepare",
     "run_restore_bench",
@@ -352,6 +356,16 @@ def run_word_count(
     )
 
 
+def describe_dsl_programs(timeout_s: float = 120.0) -> dict[str, str]:
+    """Runs ``DescribeDsl`` (no broker needed): Kafka Streams' ``Topology.describe()`` text of
+    each DSL program in ``benches/kstreams/DescribeDsl.java``, by program name (a program whose
+    build threw maps to ``"ERROR: <exception class>: <message>"``), plus ``"split_keys"``: the
+    keys of the branch map of the program ``split``, comma-joined, in the order its branches
+    were sent to ``out-0``, ``out-1``, ``out-2``."""
+    report = _run_java("DescribeDsl", [], timeout_s)
+    return {str(name): str(text) for name, text in report.items()}
+
+
 def word_counts(lines: Sequence[str]) -> dict[str, int]:
     """The counts ``WordCount`` computes, in Python: each line lowercased, split on whitespace."""
     counts: dict[str, int] = {}
@@ -439,6 +453,142 @@ def delete_application(admin: Any, application_id: str, *, timeout_s: float = 30
         except Exception as exc:
             if "GROUP_ID_NOT_FOUND" not in str(exc):
                 raise
+
+
+# --------------------------------------------------------------------------------------------
+# Running until done: DslCount, and any peer program speaking its protocol
+# --------------------------------------------------------------------------------------------
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` (all its threads) has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class PeerRun:
+    """A peer program run by :func:`run_until_done`. ``boot_s``: from its launch to its
+    ``{"event": "started"}`` line (interpreter or JVM start, imports, building the topology);
+    ``run_s``: from that line until ``done()`` first held; ``cpu_boot_s`` and ``cpu_run_s``: the
+    process's CPU seconds (user + system, every thread) over those spans; ``cpu_s`` and
+    ``wall_s``: from launch to exit (closing included); ``report``: its last JSON line."""
+
+    boot_s: float
+    run_s: float
+    cpu_boot_s: float
+    cpu_run_s: float
+    cpu_s: float
+    wall_s: float
+    report: dict[str, Any]
+
+
+def run_until_done(
+    what: str,
+    command: Sequence[str],
+    done: Callable[[], bool],
+    *,
+    timeout_s: float = 600.0,
+    poll_s: float = 0.05,
+) -> PeerRun:
+    """Runs ``command``, a program that prints ``{"event": "started"}`` when it starts its
+    work, then works until its stdin ends, then prints one JSON report line and exits. Its
+    stdin is closed once ``done()`` holds (polled every ``poll_s`` from the started line);
+    raises :class:`PeerError` if it exits early or fails, or if ``done()`` does not hold
+    within ``timeout_s``."""
+    lines: list[str] = []
+    started = threading.Event()
+    marks: dict[str, float] = {}
+    cpu_before = _children_cpu_s()
+    launched = time.monotonic()
+    with (
+        tempfile.TemporaryFile("w+") as stderr,
+        subprocess.Popen(
+            command, stdin=PIPE, stdout=PIPE, stderr=stderr, text=True, bufsize=1
+        ) as process,
+    ):
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if not started.is_set() and '"started"' in line:
+                    marks["started"] = time.monotonic()
+                    marks["cpu_started"] = process_cpu_s(process.pid)
+                    started.set()
+                lines.append(line)
+
+        reader = threading.Thread(target=read, name=f"{what}-stdout", daemon=True)
+        reader.start()
+
+        def failed(why: str) -> PeerError:
+            process.kill()
+            process.wait()
+            reader.join(30)
+            stderr.seek(0)
+            return PeerError(f"{what} {why}:\n{_tail(stderr.read() + ''.join(lines))}")
+
+        deadline = launched + timeout_s
+        try:
+            while not (started.is_set() and done()):
+                if process.poll() is not None:
+                    raise failed(f"exited early (exit {process.returncode})")
+                if time.monotonic() > deadline:
+                    raise failed(f"was not done within {timeout_s} s")
+                time.sleep(poll_s)
+            done_at, cpu_done = time.monotonic(), process_cpu_s(process.pid)
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            raise failed("did not exit within 120 s of its stdin's end") from None
+        except BaseException:
+            if process.poll() is None:
+                process.kill()
+            raise
+        reader.join(30)
+        if process.returncode != 0 or len(lines) < 2:
+            raise failed(f"failed (exit {process.returncode})")
+    return PeerRun(
+        boot_s=marks["started"] - launched,
+        run_s=done_at - marks["started"],
+        cpu_boot_s=marks["cpu_started"],
+        cpu_run_s=cpu_done - marks["cpu_started"],
+        cpu_s=_children_cpu_s() - cpu_before,
+        wall_s=time.monotonic() - launched,
+        report=json.loads(lines[-1]),
+    )
+
+
+def run_dsl_count(
+    bootstrap_servers: str,
+    application_id: str,
+    input_topic: str,
+    sink_topic: str,
+    *,
+    program: str,
+    state_dir: Path,
+    done: Callable[[], bool],
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = 600.0,
+) -> PeerRun:
+    """Runs ``DslCount`` (``program``: ``count`` or ``windowed``; see
+    ``benches/kstreams/DslCount.java``) over ``input_topic`` into ``sink_topic`` (both must
+    exist) until ``done()`` holds (the caller's test: its committed offsets at the end of the
+    input), through :func:`run_until_done`. Its report: ``start_to_running_s``, ``run_s``,
+    ``close_s``, ``dropped_records``, ``kafka_streams_version``."""
+    options = {
+        "bootstrap": bootstrap_servers,
+        "application-id": application_id,
+        "input-topic": input_topic,
+        "sink-topic": sink_topic,
+        "program": program,
+        "state-dir": state_dir,
+        "timeout-ms": int(timeout_s * 1000),
+    }
+    arguments = [part for name, value in options.items() for part in (f"--{name}", str(value))]
+    arguments += _config_arguments(config)
+    command = [_java_tool("java"), *JVM_OPTIONS, "-cp", classpath(), "DslCount", *arguments]
+    return run_until_done(f"DslCount {program}", command, done, timeout_s=timeout_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,7 @@ persistent store, writes counts to a sink topic, commits every second, and stops
 word is counted; each result is checked against the counts computed in Python. Each round
 starts from a fresh application id, state directory and sink.
 
-* ``streamstate``: ``streamstate.examples.word_count`` (the processor graph ``streamstate
+* ``streamstate``: ``streamstate.examples.word_count_graph`` (the processor graph ``streamstate
   run`` starts) with the record cache on its store (``caching=True``: the changelog gets the
   latest count per word per commit, as Kafka Streams' cache and Quix's checkpointed changelog
   do; the sink still gets every count): Rust deserialization and admission per batch, Python
@@ -49,7 +49,7 @@ from benches.bench_app import _quix_python
 from confluent_kafka import Producer
 
 from streamstate.app import State, StreamsApp
-from streamstate.examples.word_count import word_count_topology
+from streamstate.examples.word_count_graph import word_count_topology
 from streamstate.kafka_local import KafkaTestCluster
 
 LINES = size(100_000)

@@ -4,6 +4,7 @@ and an app in a child process to SIGKILL."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -45,3 +46,41 @@ def start_app_child(imports: str, topology: str, config: dict[str, Any]) -> subp
     return subprocess.Popen(
         [sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)}
     )
+
+
+def kill_word_count_mid_stream(
+    kafka: Any, child: subprocess.Popen[bytes], app_id: str, text: str, lines: int
+) -> None:
+    """SIGKILLs the word count running in ``child`` mid-stream: once it has committed some of
+    the ``lines`` of ``text`` and then sent 5,000 more words through its repartition topic
+    ``<app_id>-words-repartition``, so that the kill leaves an open transaction with records
+    in every topic it writes. Fails if the child had committed every line by then."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - only the kill tests need it
+    from confluent_kafka import TopicPartition as KafkaTopicPartition  # noqa: PLC0415
+
+    offsets = kafka.consumer(**{"group.id": app_id})
+    inputs = [KafkaTopicPartition(text, p) for p in kafka.partitions(text)]
+    committed: list[int] = []
+    try:
+
+        def some_committed() -> bool:
+            try:
+                positions = offsets.committed(inputs, timeout=10)
+            except KafkaException:  # the group's coordinator is not known yet
+                return False
+            committed.append(sum(max(tp.offset, 0) for tp in positions))
+            return committed[-1] > 0
+
+        wait_until(some_committed, "the child committing some lines", interval=0.05)
+        repartition = f"{app_id}-words-repartition"
+        seen = sum(kafka.end_offsets(repartition).values())
+        wait_until(
+            lambda: sum(kafka.end_offsets(repartition).values()) >= seen + 5_000,
+            "more words through the repartition topic",
+            interval=0.02,
+        )
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        offsets.close()
+    assert committed[-1] < lines, "the kill should land mid-stream"

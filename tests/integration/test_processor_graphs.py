@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from tests.apps import start_app_child, wait_until
+from tests.apps import kill_word_count_mid_stream, start_app_child, wait_until
 from tests.integration.test_exactly_once import read_sink
 from tests.integration.test_kafka_local import _java_murmur2
 from tests.integration.test_streams_app import TIMEOUT, new_app
@@ -35,7 +34,7 @@ from streamstate import (
     Topology,
     TopologyError,
 )
-from streamstate.examples.word_count import word_count_topology
+from streamstate.examples.word_count_graph import word_count_topology
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import StringDeserializer, StringSerializer
 
@@ -357,7 +356,7 @@ def test_a_word_count_under_exactly_once_counts_every_line_once_across_a_sigkill
     expected = word_counts(lines)
     total = sum(expected.values())
     child = start_app_child(
-        "from streamstate.examples.word_count import word_count_topology",
+        "from streamstate.examples.word_count_graph import word_count_topology",
         f"word_count_topology({text!r}, {out!r})",
         {
             "application.id": app_id,
@@ -367,35 +366,7 @@ def test_a_word_count_under_exactly_once_counts_every_line_once_across_a_sigkill
             "processing.guarantee": "exactly_once_v2",
         },
     )
-    # The app's group offsets on the input: the child has committed a transaction once they
-    # move, and has not finished while they are short of the end.
-    offsets = kafka.consumer(**{"group.id": app_id})
-    inputs = [KafkaTopicPartition(text, p) for p in kafka.partitions(text)]
-    committed: list[int] = []
-    try:
-
-        def some_committed() -> bool:
-            try:
-                positions = offsets.committed(inputs, timeout=10)
-            except KafkaException:  # the group's coordinator is not known yet
-                return False
-            committed.append(sum(max(tp.offset, 0) for tp in positions))
-            return committed[-1] > 0
-
-        wait_until(some_committed, "the child committing some lines", interval=0.05)
-        # Then mid-period: once more words went through the repartition topic since, so that
-        # the kill leaves an open transaction with records in every topic it writes.
-        repartition = f"{app_id}-words-repartition"
-        seen = sum(kafka.end_offsets(repartition).values())
-        wait_until(
-            lambda: sum(kafka.end_offsets(repartition).values()) >= seen + 5_000,
-            "more words through the repartition topic",
-            interval=0.02,
-        )
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-    assert committed[-1] < len(lines), "the kill should land mid-stream"
+    kill_word_count_mid_stream(kafka, child, app_id, text, len(lines))
 
     app = new_app(
         apps,

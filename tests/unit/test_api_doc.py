@@ -52,6 +52,7 @@ PUBLIC_MODULES = [
     "streamstate.topic_restore",
     "streamstate.app",
     "streamstate.processor",
+    "streamstate.dsl",
     "streamstate.spark",
     "streamstate.testing",
     "streamstate.errors",

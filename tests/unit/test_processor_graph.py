@@ -21,7 +21,7 @@ from streamstate import (
     serde,
 )
 from streamstate.app.topology import TopologyError as AppTopologyError
-from streamstate.examples.word_count import word_count_topology
+from streamstate.examples.word_count_graph import word_count_topology
 from streamstate.processor.processor_topology import ProcessorTopology, _serialize_function
 from streamstate.processor.punctuation import PunctuationQueue, PunctuationSchedule
 from streamstate.processor.repartition import plan_internal_topics
@@ -289,7 +289,7 @@ def test_describe_orders_nodes_by_subtree_size_then_name_and_lists_global_stores
         "    Source: src (topics: [in])\n"
         "      --> router\n"
         "    Processor: router (stores: [])\n"
-        "      --> z-odd, a-even\n"
+        "      --> a-even, z-odd\n"
         "      <-- src\n"
         "    Sink: a-even (topic: even)\n"
         "      <-- router\n"
@@ -302,7 +302,6 @@ def test_describe_orders_nodes_by_subtree_size_then_name_and_lists_global_stores
         "    Processor: users-processor (stores: [users])\n"
         "      --> none\n"
         "      <-- users-source\n"
-        "\n"
     )
 
 

@@ -26,7 +26,7 @@ from streamstate import (
     TopologyError,
     UnknownStateStoreError,
 )
-from streamstate.examples.word_count import word_count_topology
+from streamstate.examples.word_count_graph import word_count_topology
 from streamstate.serde import (
     BytesDeserializer,
     BytesSerializer,

@@ -10,6 +10,7 @@ from typing import Any
 
 from streamstate.app.handlers import parse_record_handler
 from streamstate.clients.config import PREFIXES, is_connection_setting
+from streamstate.serde import Serde
 from streamstate.timestamps import FailOnInvalidTimestamp
 
 __all__ = ["DEFAULT_UNCOMMITTED_MAX_BYTES", "EOS_COMMIT_INTERVAL_MS", "StreamsConfig"]
@@ -41,6 +42,8 @@ _KNOWN = {
     "processing.exception.handler",
     "default.production.exception.handler",
     "task.timeout.ms",
+    "default.key.serde",
+    "default.value.serde",
 }
 
 
@@ -75,6 +78,8 @@ class StreamsConfig:
     default_production_exception_handler: Any = "fail"
     task_timeout_ms: int = 300_000
     statestore_uncommitted_max_bytes: int = DEFAULT_UNCOMMITTED_MAX_BYTES
+    default_key_serde: Any = None
+    default_value_serde: Any = None
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
@@ -162,6 +167,8 @@ class StreamsConfig:
             ),
             task_timeout_ms=task_timeout_ms,
             statestore_uncommitted_max_bytes=uncommitted,
+            default_key_serde=_serde(config, "default.key.serde"),
+            default_value_serde=_serde(config, "default.value.serde"),
             overrides=overrides,
         )
 
@@ -173,3 +180,15 @@ class StreamsConfig:
     def app_dir(self) -> Path:
         """``state.dir/application.id``: every store of this app lives below it."""
         return self.state_dir / self.application_id
+
+
+def _serde(config: Mapping[str, Any], name: str) -> Any:
+    value = config.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, Serde):
+        raise ValueError(
+            f"{name} takes a streamstate.Serde (Serdes.String(), Serdes.Long(), ...), not "
+            f"{type(value).__name__}"
+        )
+    return value

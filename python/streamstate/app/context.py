@@ -61,9 +61,15 @@ class ChangeLoggingKeyValueStore(ReadOnlyStoreView):
         changelog: str,
         partition: int,
         on_delivery: Callable[[Any, Any], None],
+        *,
+        value_timestamps: bool = False,
     ) -> None:
-        """Wraps ``inner``; ``on_delivery`` receives each changelog record's delivery report."""
+        """Wraps ``inner``; ``on_delivery`` receives each changelog record's delivery report.
+        With ``value_timestamps`` (the DSL's stores) a value starts with the timestamp of the
+        record that wrote it (8 bytes, big-endian), which the changelog record carries as its
+        own timestamp, as Kafka's timestamped stores log it."""
         super().__init__(inner)
+        self._value_timestamps = value_timestamps
         self._producer = producer
         self._changelog = changelog
         self._partition = partition
@@ -72,6 +78,16 @@ class ChangeLoggingKeyValueStore(ReadOnlyStoreView):
     def _log(self, key: bytes, value: bytes | None) -> None:
         while True:
             try:
+                if self._value_timestamps and value is not None and len(value) >= 8:
+                    self._producer.produce(
+                        self._changelog,
+                        value,
+                        key,
+                        partition=self._partition,
+                        on_delivery=self._on_delivery,
+                        timestamp=max(int.from_bytes(value[:8], "big", signed=True), 0),
+                    )
+                    return
                 self._producer.produce(
                     self._changelog,
                     value,

@@ -156,18 +156,28 @@ class ReadOnlyKeyValueStore:
         return result
 
     def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Entries with ``from_key <= key <= to_key`` over every local partition, ascending."""
-        pairs: list[tuple[bytes, bytes]] = self._call(
-            lambda stores: list(heapq.merge(*(list(s.range(from_key, to_key)) for s in stores)))
-        )
-        return iter(pairs)
+        """Entries with ``from_key <= key <= to_key`` over every local partition, ascending,
+        lazily (a store closed under the iteration raises ``StateStoreMigratedError``)."""
+        stores = self._stores()
+        return self._lazy(heapq.merge(*(self._guard(s.range(from_key, to_key)) for s in stores)))
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every entry over every local partition, ascending by key."""
-        pairs: list[tuple[bytes, bytes]] = self._call(
-            lambda stores: list(heapq.merge(*(list(s.all()) for s in stores)))
-        )
-        return iter(pairs)
+        """Every entry over every local partition, ascending by key, lazily."""
+        stores = self._stores()
+        return self._lazy(heapq.merge(*(self._guard(s.all()) for s in stores)))
+
+    def _guard(self, iterator: Any) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            yield from iterator
+        except ProcessorStateError as exc:
+            raise StateStoreMigratedError(
+                f"The state store, {self.name}, may have migrated to another instance ({exc})",
+                store_name=self.name,
+            ) from exc
+
+    @staticmethod
+    def _lazy(iterator: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        yield from iterator
 
     def approximate_num_entries(self) -> int:
         """The sum of the local partitions' approximate entry counts."""

@@ -68,7 +68,11 @@ class StreamsApp:
             )
         self.topology = topology
         # What the threads run: internal topics named for this application id.
-        self._bound = topology.bind(self.config.application_id)
+        self._bound = topology.bind(
+            self.config.application_id,
+            self.config.default_key_serde,
+            self.config.default_value_serde,
+        )
         self._restore_metrics = RestoreMetrics(restore_listener)
         self._exception_handler: UncaughtExceptionHandler | None = None
         self._machine = StateMachine(self.config.client_id)
@@ -362,10 +366,12 @@ class StreamsApp:
 
     # -- interactive queries ------------------------------------------------------------------
 
-    def store(self, name: str, partition: int | None = None) -> ReadOnlyKeyValueStore:
+    def store(self, name: str, partition: int | None = None) -> Any:
         """A read-only facade over the local stores ``name`` (``partition``: just that one);
-        every call checks availability then (see ``streamstate.app.queries``)."""
-        return ReadOnlyKeyValueStore(
+        every call checks availability then (see ``streamstate.app.queries``). A DSL store
+        takes and returns typed keys and values: a key-value, window or session store by
+        the store's kind (``streamstate.dsl.stores``)."""
+        view = ReadOnlyKeyValueStore(
             name,
             partition,
             state=lambda: self.state,
@@ -374,6 +380,9 @@ class StreamsApp:
             lookup=self._lookup,
             restoring=self._store_restoring,
         )
+        spec = self.topology.stores.get(name) or self.topology.global_stores.get(name)
+        typed = getattr(spec, "typed", None)
+        return typed(view) if typed is not None else view
 
     def _store_restoring(self, name: str, partition: int | None) -> bool:
         if name in self.topology.global_stores:

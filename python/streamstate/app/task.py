@@ -208,7 +208,12 @@ class StreamTask:
                 changelog = TopicPartition(spec.changelog_topic(app_id), self.partition)
                 self.changelogs[spec.name] = changelog
                 wrapped: Any = ChangeLoggingKeyValueStore(
-                    below, producer, changelog.topic, self.partition, self._on_changelog_delivery
+                    below,
+                    producer,
+                    changelog.topic,
+                    self.partition,
+                    self._on_changelog_delivery,
+                    value_timestamps=spec.timestamped,
                 )
             else:
                 wrapped = below
@@ -250,6 +255,7 @@ class StreamTask:
                 lambda: self.group.stream_time,
                 self._on_sink_delivery,
                 **({"clock": clock} if clock is not None else {}),
+                on_dropped=self._on_record_dropped,
             )
         # The partitions to commit: those that processed or dropped records since the last
         # commit, each with the offset after the last record added (the fallback of a commit
@@ -456,6 +462,9 @@ class StreamTask:
             )
         elif self._send_error is None:
             self._send_error = f"a record to topic {topic} partition {partition} failed: {err}"
+
+    def _on_record_dropped(self) -> None:
+        self.dropped += 1
 
     def dropped_records(self) -> int:
         """Records dropped so far: bad records (deserialization, negative timestamps) and

@@ -59,6 +59,11 @@ class StoreSpec:
     persistent: bool = True
     logged: bool = True
     caching: bool = False
+    # A DSL store (streamstate.dsl.stores): values start with their record's timestamp, which
+    # the changelog records carry; ``typed(view)`` makes its typed read-only facade over a
+    # byte store's reads (interactive queries, the TopologyTestDriver).
+    timestamped: bool = False
+    typed: Callable[[Any], Any] | None = field(default=None, compare=False)
 
     def changelog_topic(self, application_id: str) -> str:
         """Kafka Streams' changelog topic name for this store."""
@@ -72,6 +77,10 @@ class GlobalStoreSpec:
 
     name: str
     topic: str
+    # A GlobalKTable's (streamstate.dsl): the node names Kafka gives it, and its typed facade.
+    source_name: str | None = None
+    processor_name: str | None = None
+    typed: Callable[[Any], Any] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -94,6 +103,8 @@ class Topology:
     _graph: GraphBuilder = field(default_factory=GraphBuilder)
     _application_id: str | None = None
     _built: ProcessorGraph | None = field(default=None, repr=False, compare=False)
+    # The DSL's serdes left to default.key.serde / default.value.serde (bind fills them).
+    _serde_slots: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     def add_store(
         self,
@@ -184,6 +195,41 @@ class Topology:
         )
         return self
 
+    def add_store_spec(self, spec: StoreSpec, *processor_names: str) -> Topology:
+        """Adds the store ``spec`` (the DSL's stores: timestamped, with a typed facade),
+        connected to ``processor_names``; returns the topology."""
+        self._built = None
+        self._check_new_name(spec.name)
+        if processor_names:
+            self._graph.connect_store(spec.name, processor_names)
+        self._stores[spec.name] = spec
+        return self
+
+    def connect_store(self, name: str, *processor_names: str) -> Topology:
+        """Connects the existing store ``name`` to more processors; returns the topology."""
+        self._built = None
+        if name not in self._stores:
+            raise TopologyError(f"no store named {name!r} to connect", store_name=name)
+        self._graph.connect_store(name, processor_names)
+        return self
+
+    def add_internal_repartition(
+        self,
+        name: str,
+        parent: str,
+        serdes: tuple[Any, Any, Any, Any],
+        *,
+        sink_name: str,
+        source_name: str,
+        partitions: int | None = None,
+    ) -> Topology:
+        """A repartition topic ``<name>-repartition`` with the DSL's node names."""
+        self._built = None
+        self._graph.add_repartition(
+            name, [parent], partitions, serdes, sink_name=sink_name, source_name=source_name
+        )
+        return self
+
     @property
     def is_graph(self) -> bool:
         """Whether this is a processor graph (``add_source`` was called)."""
@@ -209,9 +255,18 @@ class Topology:
         else:
             self.node()
 
-    def bind(self, application_id: str) -> Topology:
+    def bind(
+        self,
+        application_id: str,
+        default_key_serde: Any = None,
+        default_value_serde: Any = None,
+    ) -> Topology:
         """This topology as the app ``application_id`` runs it: internal topic names get the
-        application id (a copy; the topology itself is unchanged)."""
+        application id (a copy; the topology itself is unchanged), and the DSL's operations
+        given no serde take the defaults (:class:`TopologyError` naming the operation when
+        there is none)."""
+        for slot in self._serde_slots:
+            slot.resolve(default_key_serde if slot.role == "key" else default_value_serde)
         return dataclasses.replace(self, _application_id=application_id)
 
     def task_id(self, topic: str, partition: int) -> Any:
@@ -256,7 +311,8 @@ class Topology:
             subs.append(SubtopologyDescription(0, tuple(nodes)))
         globals_ = []
         for offset, spec in enumerate(self._global_stores.values()):
-            source, processor = f"{spec.name}-source", f"{spec.name}-processor"
+            source = spec.source_name or f"{spec.name}-source"
+            processor = spec.processor_name or f"{spec.name}-processor"
             nodes = [
                 NodeDescription("Source", source, (spec.topic,), successors=(processor,)),
                 NodeDescription("Processor", processor, (), (spec.name,), (source,)),
@@ -266,9 +322,13 @@ class Topology:
 
     def add_global_store(self, name: str, *, topic: str) -> Topology:
         """Adds a global store over every partition of ``topic``; returns the topology."""
+        return self.add_global_store_spec(GlobalStoreSpec(name, topic))
+
+    def add_global_store_spec(self, spec: GlobalStoreSpec) -> Topology:
+        """Adds the global store ``spec``; returns the topology."""
         self._built = None
-        self._check_new_name(name)
-        self._global_stores[name] = GlobalStoreSpec(name, topic)
+        self._check_new_name(spec.name)
+        self._global_stores[spec.name] = spec
         return self
 
     def processor(

@@ -111,6 +111,12 @@ class ProcessorGraphContext:
             raise TypeError(f"punctuation_type must be a PunctuationType, not {punctuation_type!r}")
         return self._topology.schedule(self.node_name, interval_ms, punctuation_type, callback)
 
+    def record_dropped(self) -> None:
+        """Counts a record this processor drops on purpose in the task's
+        ``dropped-records-total`` (the DSL's aggregations count null keys and late records
+        so); nothing is silently lost."""
+        self._topology.record_dropped()
+
     def commit(self) -> None:
         """Asks for a commit as soon as the stream thread can (after this record); Kafka's
         ``commit()`` is a request too."""

@@ -11,17 +11,22 @@ Streams' ``TopologyDescription.toString()`` prints them::
         Sink: words-repartition-sink (topic: words-repartition)
           <-- split
 
-Nodes of a sub-topology are ordered as Kafka orders them: the node with the most nodes below it
-first (sources lead), ties by name. Internal topics are shown without the application id, as in
-Kafka. Global stores follow the sub-topologies as ``Sub-topology: N for global store (will not
-generate tasks)``, with a source ``<store>-source`` and a processor ``<store>-processor``
-(streamstate's global stores are declared by store and topic only, so those two names are made
-up here).
+Nodes of a sub-topology, and the predecessors and successors of each node, are ordered as Kafka
+orders them: the node with the most nodes below it first (sources lead), ties by name. (Kafka
+sorts a node's successors by the sub-tree sizes they had when each was connected, edges being
+connected in its HashMap's order; the final sizes used here may give another order only where
+a successor was connected before the nodes below it.) Internal topics are shown without the
+application id, as in Kafka. Global stores follow the sub-topologies as ``Sub-topology: N for
+global store (will not generate tasks)``, without the empty line that ends a sub-topology, as in
+Kafka; they are numbered after the sub-topologies, whose ids are the task ids (Kafka numbers a
+global store among the sub-topologies, in the order the nodes were added). A ``GlobalKTable``'s
+store shows Kafka's node names; a global store of the Processor API, declared by store and topic
+only, a source ``<store>-source`` and a processor ``<store>-processor``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["NodeDescription", "SubtopologyDescription", "TopologyDescription"]
 
@@ -77,15 +82,18 @@ class TopologyDescription:
     global_stores: tuple[SubtopologyDescription, ...] = ()
 
     def __str__(self) -> str:
-        parts = [f"  {sub}\n" for sub in (*self.subtopologies, *self.global_stores)]
+        # Kafka ends a sub-topology with an empty line, a global store's without one.
+        parts = [f"  {sub}\n" for sub in self.subtopologies]
+        parts += [f"  {store}" for store in self.global_stores]
         return "Topologies:\n " + "".join(parts)
 
 
 def order_nodes(
     nodes: list[NodeDescription], children: dict[str, tuple[str, ...]]
 ) -> tuple[NodeDescription, ...]:
-    """Kafka's node order: larger sub-tree first (a node counts itself and, again, every node
-    below each child), then by name."""
+    """Kafka's node order, of a sub-topology's nodes and of each node's predecessors and
+    successors: larger sub-tree first (a node counts itself and, again, every node below each
+    child), then by name."""
     sizes: dict[str, int] = {}
 
     def size(name: str) -> int:
@@ -93,4 +101,15 @@ def order_nodes(
             sizes[name] = 1 + sum(size(kid) for kid in children.get(name, ()))
         return sizes[name]
 
-    return tuple(sorted(nodes, key=lambda n: (-size(n.name), n.name)))
+    def key(name: str) -> tuple[int, str]:
+        return -size(name), name
+
+    ordered = (
+        replace(
+            node,
+            predecessors=tuple(sorted(node.predecessors, key=key)),
+            successors=tuple(sorted(node.successors, key=key)),
+        )
+        for node in nodes
+    )
+    return tuple(sorted(ordered, key=lambda n: key(n.name)))

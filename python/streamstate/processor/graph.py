@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streamstate.errors import TopologyError
+from streamstate.processor.serde_slot import unwrap
 from streamstate.serde import BytesDeserializer, BytesSerializer
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class RepartitionSpec:
 
     name: str
     partitions: int | None
+    sink: str | None = None  # the sink node's name when not the default
 
     @property
     def topic(self) -> str:
@@ -101,7 +103,7 @@ class RepartitionSpec:
     @property
     def sink_name(self) -> str:
         """The name of the sink node that writes it."""
-        return f"{self.name}-repartition-sink"
+        return self.sink or f"{self.name}-repartition-sink"
 
 
 Node = SourceNode | ProcessorNode | SinkNode
@@ -212,17 +214,24 @@ class GraphBuilder:
         parents: Sequence[str],
         partitions: int | None,
         serdes: tuple[Any, Any, Any, Any],
+        *,
+        sink_name: str | None = None,
+        source_name: str | None = None,
     ) -> None:
-        """Adds the sink and the source of repartition topic ``<name>-repartition``."""
+        """Adds the sink and the source of repartition topic ``<name>-repartition`` (nodes
+        ``<name>-repartition-sink`` and ``name`` unless named, as the DSL names them)."""
         if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
             raise TopologyError(f"repartition {name!r}: partitions must be >= 1, not {partitions}")
-        spec = RepartitionSpec(name, partitions)
-        self._check_name(name)
+        spec = RepartitionSpec(name, partitions, sink_name)
+        if name in self.repartitions:
+            raise TopologyError(f"a repartition topic {spec.topic!r} is already added")
+        source_name = source_name or name
+        self._check_name(source_name)
         self._check_name(spec.sink_name)
         self._check_parents(spec.sink_name, parents)
         key_ser, value_ser, key_de, value_de = serdes
         self.add_sink(spec.sink_name, spec.topic, parents, key_ser, value_ser, internal=True)
-        self.add_source(name, [spec.topic], key_de, value_de, None, internal=True)
+        self.add_source(source_name, [spec.topic], key_de, value_de, None, internal=True)
         self.repartitions[name] = spec
 
     def connect_store(self, store: str, processors: Sequence[str]) -> None:
@@ -422,8 +431,8 @@ class ProcessorGraph:
         return [
             (
                 self.decorate(topic, application_id),
-                n.key_deserializer,
-                n.value_deserializer,
+                unwrap(n.key_deserializer),
+                unwrap(n.value_deserializer),
                 n.timestamp_extractor,
             )
             for n in (self.nodes[name] for name in subtopology.sources)

@@ -37,6 +37,7 @@ from streamstate.processor.punctuation import (
     PunctuationType,
 )
 from streamstate.processor.record import Record
+from streamstate.processor.serde_slot import unwrap
 from streamstate.records import NOT_KNOWN
 from streamstate.serde import Serializer, StringSerializer
 
@@ -84,6 +85,7 @@ class ProcessorTopology:
         stream_time: Callable[[], int],
         on_delivery: Callable[[Any, Any], None],
         clock: Callable[[], int] = _wall_clock_ms,
+        on_dropped: Callable[[], None] | None = None,
     ) -> None:
         """Makes every processor (``factory()``) and calls their ``init`` in the order they were
         added; ``stores`` are the task's stores by name (already wrapped for logging);
@@ -94,6 +96,9 @@ class ProcessorTopology:
         self.stream_time = stream_time
         self.current: Any = None  # the StampedRecord being processed; None in a punctuation
         self.commit_requested = False
+        # Records a processor drops on purpose (the DSL's null keys, late records) count in the
+        # task's dropped-records-total.
+        self.record_dropped: Callable[[], None] = on_dropped or (lambda: None)
         self._producer = producer
         self._on_delivery = on_delivery
         self._stream_queue = PunctuationQueue()
@@ -145,8 +150,8 @@ class ProcessorTopology:
             self.maybe_punctuate_stream_time()
 
     def _sink(self, node: SinkNode, topic: str) -> Forward:
-        serialize_key = _serialize_function(node.key_serializer)
-        serialize_value = _serialize_function(node.value_serializer)
+        serialize_key = _serialize_function(unwrap(node.key_serializer))
+        serialize_value = _serialize_function(unwrap(node.value_serializer))
         produce = self._producer.produce
         poll = self._producer.poll
         on_delivery = self._on_delivery

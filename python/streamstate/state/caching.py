@@ -17,7 +17,7 @@ cached write after the next commit (Kafka's queries read through the cache).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from streamstate.state.write_buffer import WriteBuffer
@@ -35,6 +35,11 @@ class CachingKeyValueStore(WriteBuffer):
         self.inner = inner
         self.max_entries = max_entries
         self._dirty: dict[bytes, bytes | None] = {}
+        # The DSL's aggregations forward each key's latest result as it is written through
+        # (Kafka's cache flush listener): ``flush_listener(key, new, old)``, ``old`` read from
+        # the store below only when ``flush_with_old``.
+        self.flush_listener: Callable[[bytes, bytes | None, bytes | None], None] | None = None
+        self.flush_with_old = False
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``: the cached one if it was written since the last flush."""
@@ -48,9 +53,18 @@ class CachingKeyValueStore(WriteBuffer):
         """Writes ``key`` (``None`` deletes it) to the cache."""
         self._check_types(key, value)
         dirty = self._dirty
+        if self.flush_listener is not None and key in dirty:
+            del dirty[key]  # Kafka's cache flushes keys in the order they were last written
         dirty[key] = value
         if len(dirty) > self.max_entries:
             self.flush_cache()
+
+    def put_through(self, key: bytes, value: bytes | None) -> None:
+        """Writes ``key`` to the store below at once, past the cache and its flush listener
+        (a window store dropping an expired segment: nothing is forwarded for it, as Kafka
+        drops segments without forwarding)."""
+        self._dirty.pop(key, None)
+        self.inner.put(key, value)
 
     def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Entries with ``from_key <= key <= to_key``, ascending (after a flush)."""
@@ -73,7 +87,20 @@ class CachingKeyValueStore(WriteBuffer):
 
     def flush_cache(self) -> None:
         """Writes the latest value of every dirty key to the store below (and its changelog)."""
-        if self._dirty:
-            pairs = list(self._dirty.items())
-            self._dirty.clear()
+        if not self._dirty:
+            return
+        pairs = list(self._dirty.items())
+        self._dirty.clear()
+        listener = self.flush_listener
+        if listener is None:
             self.inner.put_all(pairs)
+            return
+        get = self.inner.get
+        with_old = self.flush_with_old
+        # A delete always reads the old value: the delete of a key the store never held is not
+        # forwarded (Kafka's caching stores do the same).
+        olds = [get(key) if with_old or new is None else None for key, new in pairs]
+        self.inner.put_all(pairs)
+        for (key, new), old in zip(pairs, olds, strict=True):
+            if new is not None or old is not None:
+                listener(key, new, old if with_old else None)

@@ -54,8 +54,6 @@ from streamstate.testing.topics import (
 
 __all__ = ["TopologyTestDriver"]
 
-_PROCESS_BATCH = 1_000
-
 
 class _DriverProducer:
     """What the tasks produce to: each record is appended to its topic's log at once (offsets
@@ -124,13 +122,19 @@ class TopologyTestDriver(Closing):
         settings = dict(config or {})
         settings.setdefault("application.id", "topology-test-driver")
         settings.setdefault("bootstrap.servers", "dummy:1234")
+        # The config and the topology are checked before a state directory is made.
+        self.config = StreamsConfig.from_mapping({"state.dir": "unused", **settings})
+        topology.validate()
+        self._topology = topology.bind(
+            self.config.application_id,
+            self.config.default_key_serde,
+            self.config.default_value_serde,
+        )
         self._temporary: tempfile.TemporaryDirectory[str] | None = None
         if not settings.get("state.dir"):
             self._temporary = tempfile.TemporaryDirectory(prefix="streamstate-test-driver-")
             settings["state.dir"] = self._temporary.name
-        self.config = StreamsConfig.from_mapping(settings)
-        topology.validate()
-        self._topology = topology.bind(self.config.application_id)
+            self.config = StreamsConfig.from_mapping(settings)
         start = initial_wall_clock_time_ms
         self._now = (
             epoch_millis(start)
@@ -252,8 +256,25 @@ class TopologyTestDriver(Closing):
 
     def get_key_value_store(self, name: str) -> Any:
         """The key-value store ``name``: ``get``, ``range``, ``all``,
-        ``approximate_num_entries``, and ``put``/``delete`` on a task store."""
-        return self.get_state_store(name)
+        ``approximate_num_entries``, and ``put``/``delete`` on a task store. A DSL store
+        takes and returns typed keys and values (through its serdes)."""
+        return self._typed(name)
+
+    def get_window_store(self, name: str) -> Any:
+        """The window store ``name`` (a DSL windowed aggregation's): ``fetch(key, time_from,
+        time_to)``, ``fetch_all(time_from, time_to)``, ``all()``."""
+        return self._typed(name)
+
+    def get_session_store(self, name: str) -> Any:
+        """The session store ``name`` (a DSL session aggregation's): ``fetch(key)``,
+        ``find_sessions(key, earliest_end, latest_start)``, ``all()``."""
+        return self._typed(name)
+
+    def _typed(self, name: str) -> Any:
+        store = self.get_state_store(name)
+        spec = self._topology.stores.get(name) or self._topology.global_stores.get(name)
+        typed = getattr(spec, "typed", None)
+        return typed(store) if typed is not None else store
 
     def get_all_state_stores(self) -> dict[str, Any]:
         """Every store of the topology, by name."""
@@ -312,11 +333,19 @@ class TopologyTestDriver(Closing):
                 if task.group.num_buffered():
                     # Every partition's records are all here: an empty one has no lag.
                     task.update_lags(dict.fromkeys(task.partitions, 0))
-                    while done := task.process(_PROCESS_BATCH):
-                        processed += done
+                    # One record at a time, the caches flushing after each: Kafka's driver
+                    # commits after every record a task processes (repartitioned ones too).
+                    while task.process(1):
+                        processed += 1
+                        task.flush_caches()
             self._process_total += processed
             if not fed and not processed:
-                break
+                # The record caches flush as Kafka's driver commits after each record: what
+                # they forward to repartition topics is processed before pipe_input returns.
+                for task in self._tasks.values():
+                    task.flush_caches()
+                if not self._feed():
+                    break
         self._commit()
 
     def _feed(self) -> bool:
