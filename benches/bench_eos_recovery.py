@@ -37,6 +37,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from streamstate.app import State, StreamsApp, Topology
+from streamstate.checkpoint import OffsetCheckpoint
+from streamstate.errors import CorruptCheckpointError
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.state.restorer import StateRestoreListener
 
@@ -91,6 +93,15 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
+def _checkpointed(task_dir: Path) -> int:
+    """The changelog offset the task's checkpoint holds (-1: none yet, or being replaced)."""
+    try:
+        offsets = OffsetCheckpoint(task_dir / ".checkpoint").read()
+    except (OSError, CorruptCheckpointError):
+        return -1
+    return max(offsets.values(), default=-1)
+
+
 def _group_empty(kafka: KafkaTestCluster, group: str) -> bool:
     (future,) = kafka.admin.describe_consumer_groups([group]).values()
     try:
@@ -132,6 +143,14 @@ def built(kafka: KafkaTestCluster) -> Iterator[Built]:
             _wait(
                 lambda: _committed(kafka.bootstrap_servers, app_id, source) >= N,
                 "the child committing every record",
+            )
+            # The tail-only rounds measure a restore from a checkpoint near the end: the kill
+            # waits for the child to have written one past 90% of the changelog (a busy
+            # machine otherwise let the kill land before the first checkpoint, and every
+            # round restored everything).
+            _wait(
+                lambda: _checkpointed(state_dir / app_id / "0") >= N * 9 // 10,
+                "the child checkpointing most of its changelog",
             )
         finally:
             child.send_signal(signal.SIGKILL)

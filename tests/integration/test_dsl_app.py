@@ -11,12 +11,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import ConfigResource, ResourceType
 from tests.apps import kill_word_count_mid_stream, start_app_child, wait_until
 from tests.integration.test_processor_graphs import make_lines, word_counts
 from tests.integration.test_streams_app import new_app
 
 from streamstate import (
     BufferConfig,
+    Materialized,
     Serdes,
     SessionWindows,
     StreamsApp,
@@ -261,3 +263,70 @@ def test_the_dsl_word_count_under_exactly_once_counts_every_word_once_across_a_s
         assert counts == sorted(counts), word
         assert max(counts) == expected[word], word
     assert {w: app.store("counts").get(w) for w in expected} == final
+
+
+def test_a_window_store_restored_after_its_segments_expired_holds_only_live_windows(
+    kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
+) -> None:
+    # Segments are dropped without changelog tombstones (as Kafka drops them; the changelog
+    # is compact,delete with the store's retention plus a day): a store rebuilt from its
+    # changelog must still not serve the expired windows.
+    source = kafka.create_topic(partitions=2)
+    hour = 60 * MINUTE
+    keys = [f"k{i}" for i in range(20)]
+    # Six hours of event time, one record per key and minute: with a retention of one hour,
+    # every segment but the last ones expires while the app runs. No record cache, so every
+    # window reaches the changelog before it expires (a cached one often expires unwritten).
+    records = [(key, "x", BASE + m * MINUTE) for m in range(6 * 60) for key in keys]
+    kafka.produce(source, records)
+    app_id = f"dsl-ret-{uuid.uuid4().hex[:8]}"
+
+    def topology() -> Any:
+        builder = StreamsBuilder()
+        (
+            builder.stream(source, key_serde=STRING, value_serde=STRING)
+            .group_by_key()
+            .windowed_by(TimeWindows.of_size_with_no_grace(MINUTE))
+            .count(materialized=Materialized("per-minute", retention=hour, caching=False))
+        )
+        return builder.build()
+
+    first = new_app(apps, kafka, topology(), tmp_path / "a", app_id)
+    first.start()
+    store_name = "per-minute"
+    end = records[-1][2]
+
+    def live(app: StreamsApp) -> dict[tuple[str, int], int]:
+        try:
+            return {(w.key, w.window.start): n for w, n in app.store(store_name).all()}
+        except Exception:  # restoring or rebalancing: nothing to read yet
+            return {}
+
+    # The windows the retention keeps: those starting after the newest start minus an hour
+    # (older ones are hidden at once and dropped with their segment).
+    newest = end // MINUTE * MINUTE
+    expected = {
+        (key, ts // MINUTE * MINUTE): 1
+        for key, _, ts in records
+        if ts // MINUTE * MINUTE > newest - hour
+    }
+    wait_until(lambda: set(expected) <= set(live(first)), "the last hour counted")
+    before = live(first)
+    first.close()
+    resource = ConfigResource(ResourceType.TOPIC, f"{app_id}-{store_name}-changelog")
+    config = kafka.admin.describe_configs([resource])[resource].result(timeout=10)
+    assert config["cleanup.policy"].value == "compact,delete"
+    assert config["retention.ms"].value == str(hour + 86_400_000)
+
+    # A new instance with an empty state directory restores the store from its changelog.
+    second = new_app(apps, kafka, topology(), tmp_path / "b", app_id)
+    second.start()
+    wait_until(lambda: set(expected) <= set(live(second)), "the store restored")
+    restored = live(second)
+    # Segments are half an hour (Kafka's interval: retention / 2): every window of a segment
+    # older than the live ones is gone, and the rest is what the first instance held.
+    segment = hour // 2
+    oldest_live_segment = (newest - hour) // segment * segment
+    assert min(start for (_, start) in before) >= oldest_live_segment
+    assert restored == before, "the restored store differs (an expired window came back?)"
+    assert {k: v for k, v in restored.items() if k in expected} == expected

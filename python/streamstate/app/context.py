@@ -111,6 +111,12 @@ class ChangeLoggingKeyValueStore(ReadOnlyStoreView):
         for key, value in pairs:
             self._log(key, value)
 
+    def put_unlogged(self, key: bytes, value: bytes | None) -> None:
+        """Writes ``key`` without a changelog record: a window store dropping an expired
+        segment (Kafka's segment drops are not logged either: a windowed changelog expires by
+        its own ``retention.ms``)."""
+        self.inner.put(key, value)
+
     def delete(self, key: bytes) -> bytes | None:
         """Deletes ``key``, logs a tombstone, and returns the old value."""
         old: bytes | None = self.inner.delete(key)

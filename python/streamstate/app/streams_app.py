@@ -281,7 +281,7 @@ class StreamsApp:
                 spec.changelog_topic(self.config.application_id),
                 num_partitions=changelog_partitions[spec.name],
                 replication_factor=replication,
-                config={"cleanup.policy": "compact"},
+                config=dict(spec.changelog_config or {"cleanup.policy": "compact"}),
             )
             for spec in self.topology.stores.values()
             if spec.logged

@@ -26,7 +26,7 @@ form or the other.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,9 @@ class StoreSpec:
     # byte store's reads (interactive queries, the TopologyTestDriver).
     timestamped: bool = False
     typed: Callable[[Any], Any] | None = field(default=None, compare=False)
+    # The changelog topic's configs (window and session stores: compact,delete with a
+    # retention, as Kafka creates windowed changelogs); None: compacted.
+    changelog_config: Mapping[str, str] | None = None
 
     def changelog_topic(self, application_id: str) -> str:
         """Kafka Streams' changelog topic name for this store."""

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["StreamsBuilder"]
 
 _GENERATED = re.compile(r"KSTREAM.*-[0-9]{10}")
+_CHANGELOG_EXTRA_RETENTION_MS = 86_400_000
 
 
 class StreamsBuilder:
@@ -179,9 +180,16 @@ class StreamsBuilder:
         return opener
 
     def add_store(
-        self, name: str, mat: Materialized, typed: Callable[[Any], Any], *processors: str
+        self,
+        name: str,
+        mat: Materialized,
+        typed: Callable[[Any], Any],
+        *processors: str,
+        retention_ms: int | None = None,
     ) -> None:
-        """Adds a DSL store (a name used twice is a :class:`TopologyError`)."""
+        """Adds a DSL store (a name used twice is a :class:`TopologyError`); a window or
+        session store gives its ``retention_ms``, which its changelog keeps plus a day (Kafka's
+        ``windowstore.changelog.additional.retention.ms``)."""
         if name in self.topology.stores or name in self.topology.global_stores:
             raise TopologyError(
                 f"a store named {name!r} already exists: give each Materialized its own name",
@@ -194,6 +202,14 @@ class StreamsBuilder:
             caching=mat.caching,
             timestamped=True,
             typed=typed,
+            changelog_config=(
+                None
+                if retention_ms is None
+                else {
+                    "cleanup.policy": "compact,delete",
+                    "retention.ms": str(retention_ms + _CHANGELOG_EXTRA_RETENTION_MS),
+                }
+            ),
         )
         self.topology.add_store_spec(spec, *processors)
 
@@ -206,6 +222,7 @@ class StreamsBuilder:
         *,
         state: TableState,
         store: tuple[str, Materialized, Callable[[Any], Any]],
+        retention_ms: int | None = None,
     ) -> KTable:
         """Adds an aggregation's processor under ``parent`` and its store; returns its table
         (keyed and valued by ``slots``)."""
@@ -214,7 +231,7 @@ class StreamsBuilder:
         self.topology.add_processor(node, factory, parent)
         table = KTable(self, node, slots[0], slots[1], state)
         table.pending_store = store
-        self.add_store(store[0], store[1], store[2], node)
+        self.add_store(store[0], store[1], store[2], node, retention_ms=retention_ms)
         return table
 
     def repartition(

@@ -28,6 +28,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from streamstate.dsl.object_cache import MISSING, ObjectCache, object_cache
 from streamstate.dsl.windows import Window, Windowed
 
 __all__ = [
@@ -124,6 +125,34 @@ def _listen(
     return register
 
 
+def _cache_key(key: Any, serdes: StoreSerdes) -> Any:
+    # Keys of these types are their own cache key (no serialization per record); others are
+    # cached by their bytes.
+    return key if type(key) in _OWN_KEYS else serdes.key_to_bytes(key)
+
+
+_OWN_KEYS = frozenset({str, int, bytes})
+
+
+def _attach(cache: ObjectCache | None, serdes: StoreSerdes, encode: Any) -> None:
+    if cache is not None and cache.encode is None:
+        cache.encode = encode
+        cache.decode = serdes.value_from_bytes
+
+
+def _register_listener(
+    cache: ObjectCache | None,
+    byte_register: Callable[[FlushListener, bool], bool],
+    listener: FlushListener,
+    with_old: bool,
+) -> bool:
+    if cache is None:
+        return byte_register(listener, with_old)
+    cache.listener = listener
+    cache.with_old = with_old
+    return True
+
+
 class TimestampedKeyValueStore:
     """A typed key-value store of ``ValueAndTimestamp`` over the byte store ``inner``."""
 
@@ -133,14 +162,25 @@ class TimestampedKeyValueStore:
         self.serdes = serdes
         self.name = serdes.name
         self._register = _listen(inner, serdes.key_from_bytes, serdes)
+        self.cache = object_cache(inner)
+        _attach(self.cache, serdes, self._encode)
+
+    def _encode(self, key: Any, found: ValueAndTimestamp | None) -> tuple[bytes, bytes | None]:
+        raw = None if found is None else self.serdes.value_to_bytes(found[0], found[1])
+        return self.serdes.key_to_bytes(key), raw
 
     def set_flush_listener(self, listener: FlushListener, *, with_old: bool) -> bool:
         """Calls ``listener(key, new, old)`` for each key the record cache writes through
         (``old`` only when ``with_old``); ``False`` if the store has no cache."""
-        return self._register(listener, with_old)
+        return _register_listener(self.cache, self._register, listener, with_old)
 
     def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
         """The value of ``key`` and its timestamp, or ``None``."""
+        cache = self.cache
+        if cache is not None:
+            cached = cache.get(_cache_key(key, self.serdes))
+            if cached is not MISSING:
+                return cached  # type: ignore[no-any-return]
         raw = self.inner.get(self.serdes.key_to_bytes(key))
         return None if raw is None else self.serdes.value_from_bytes(raw)
 
@@ -152,6 +192,11 @@ class TimestampedKeyValueStore:
     def put(self, key: Any, value: Any, timestamp: int = -1) -> None:
         """Writes ``key`` (a ``None`` value deletes it); ``timestamp`` is the record's
         (-1, Kafka's "no timestamp", when written from outside the topology)."""
+        cache = self.cache
+        if cache is not None:
+            found = None if value is None else ValueAndTimestamp(value, timestamp)
+            cache.put(_cache_key(key, self.serdes), key, found)
+            return
         raw_key = self.serdes.key_to_bytes(key)
         if value is None:
             self.inner.put(raw_key, None)
@@ -161,7 +206,7 @@ class TimestampedKeyValueStore:
     def delete(self, key: Any) -> Any:
         """Deletes ``key``; returns its value before."""
         old = self.get(key)
-        self.inner.put(self.serdes.key_to_bytes(key), None)
+        self.put(key, None)
         return old
 
     def _pairs(self, raw: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[Any, Any]]:
@@ -195,6 +240,16 @@ class _Segmented:
         self.interval = segment_interval(retention_ms)
         self.observed_stream_time = -1
         self._bounds: tuple[int, int] | None = None  # read from the store when first needed
+        self._dropped_once = False
+        self._live = 0  # the oldest live segment, as of the observed stream time
+        self.cache: ObjectCache | None = None  # a window store's object cache
+
+    @staticmethod
+    def _first_segment(scan: Any, fallback: int) -> int:
+        first = next(iter(scan.all()), None)
+        if first is None or first[0].startswith(_META):
+            return fallback
+        return min(int(_LONG.unpack_from(first[0])[0]), fallback)
 
     def _segment(self, timestamp: int) -> int:
         return timestamp // self.interval
@@ -244,11 +299,16 @@ class _Segmented:
         write at ``timestamp`` falls in an expired segment (Kafka skips those)."""
         if timestamp > self.observed_stream_time:
             self.observed_stream_time = timestamp
-            self._drop_expired()
-        segment = self._segment(timestamp)
-        if segment < self._min_live_segment():
+            live = self._min_live_segment()
+            if live != self._live:  # once per segment of stream time, not per record
+                self._live = live
+                self._drop_expired()
+        segment = timestamp // self.interval
+        if segment < self._live:
             return False
-        self._track(segment)
+        bounds = self._bounds
+        if bounds is None or not bounds[0] <= segment <= bounds[1]:
+            self._track(segment)
         return True
 
     def _drop_expired(self) -> None:
@@ -256,11 +316,22 @@ class _Segmented:
         live = self._min_live_segment()
         if bounds is None or bounds[0] >= live:
             return
-        for segment in range(bounds[0], min(live, bounds[1] + 1)):
+        # Below the record cache (a scan of the cache would flush it): an expired window is
+        # not an update to forward; what the cache still holds of it is forwarded when it
+        # flushes and not stored (Kafka's segmented store skips writes to expired segments).
+        if self.cache is None and hasattr(self.inner, "flush_cache"):
+            # A byte cache (session stores) forwards and writes what it holds first: an update
+            # of a window about to expire is forwarded before the window goes, in order.
+            self.inner.flush_cache()
+        scan = self.inner.inner if hasattr(self.inner, "put_through") else self.inner
+        put = getattr(scan, "put_unlogged", None) or scan.put
+        # The first drop after the store opened starts from its first key: a restored store
+        # holds the windows its last drops did not log.
+        low = bounds[0] if self._dropped_once else self._first_segment(scan, bounds[0])
+        self._dropped_once = True
+        for segment in range(low, min(live, bounds[1] + 1)):
             start, end = _LONG.pack(segment), _LONG.pack(segment + 1)
-            doomed = [k for k, _ in self.inner.range(start, end) if k < end]
-            # Past the record cache: an expired window is not an update to forward.
-            put = getattr(self.inner, "put_through", self.inner.put)
+            doomed = [k for k, _ in scan.range(start, end) if k < end]
             for key in doomed:
                 put(key, None)
         self._set_bounds(live, max(live, bounds[1]))
@@ -275,7 +346,12 @@ class _Segmented:
         self.inner.put(_META + name, _LONG.pack(value))
 
     def _entries(self) -> Iterator[tuple[bytes, bytes]]:
-        for raw_key, raw_value in self.inner.all():
+        # From the oldest live segment on: a store restored from its changelog may still
+        # hold windows of segments dropped (unlogged) before, until its next drop.
+        bounds = self._load_bounds()
+        if bounds is None:
+            return
+        for raw_key, raw_value in self.inner.range(_LONG.pack(bounds[0]), _META):
             if not raw_key.startswith(_META):
                 yield raw_key, raw_value
 
@@ -290,10 +366,29 @@ class WindowStore(_Segmented):
         super().__init__(inner, serdes, retention_ms)
         self.window_size_ms = window_size_ms
         self._register = _listen(inner, self._windowed_key, serdes)
+        self.cache = object_cache(inner)
+        _attach(self.cache, serdes, self._encode)
+
+    def _encode(
+        self, key_and_start: tuple[Any, int], found: ValueAndTimestamp | None
+    ) -> tuple[bytes | None, bytes | None]:
+        key, start = key_and_start
+        if self._segment(start) < self._min_live_segment():
+            return None, None  # expired before the flush: forwarded, not stored (as Kafka)
+        raw = None if found is None else self.serdes.value_to_bytes(found[0], found[1])
+        return self._store_key(self.serdes.key_to_bytes(key), start), raw
 
     def set_flush_listener(self, listener: FlushListener, *, with_old: bool) -> bool:
         """As :meth:`TimestampedKeyValueStore.set_flush_listener`; keys are ``Windowed``."""
-        return self._register(listener, with_old)
+        if self.cache is None:
+            return self._register(listener, with_old)
+        size = self.window_size_ms
+
+        def windowed(key_and_start: tuple[Any, int], new: Any, old: Any) -> None:
+            key, start = key_and_start
+            listener(Windowed(key, Window(start, start + size)), new, old)
+
+        return _register_listener(self.cache, self._register, windowed, with_old)
 
     def _store_key(self, key_bytes: bytes, start: int) -> bytes:
         return _LONG.pack(self._segment(start)) + key_bytes + _LONG.pack(start)
@@ -308,6 +403,11 @@ class WindowStore(_Segmented):
         a write into an expired segment is skipped, as Kafka skips it."""
         if not self._observe(window_start):
             return
+        cache = self.cache
+        if cache is not None:
+            found = None if value is None else ValueAndTimestamp(value, timestamp)
+            cache.put((_cache_key(key, self.serdes), window_start), (key, window_start), found)
+            return
         raw_key = self._store_key(self.serdes.key_to_bytes(key), window_start)
         raw = None if value is None else self.serdes.value_to_bytes(value, timestamp)
         self.inner.put(raw_key, raw)
@@ -317,6 +417,11 @@ class WindowStore(_Segmented):
         older than the retention)."""
         if window_start < self._min_live_time():
             return None
+        cache = self.cache
+        if cache is not None:
+            cached = cache.get((_cache_key(key, self.serdes), window_start))
+            if cached is not MISSING:
+                return cached  # type: ignore[no-any-return]
         raw = self.inner.get(self._store_key(self.serdes.key_to_bytes(key), window_start))
         return None if raw is None else self.serdes.value_from_bytes(raw)
 

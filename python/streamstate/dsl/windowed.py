@@ -109,7 +109,13 @@ class TimeWindowedKStream:
 
         slots = (time_windowed_slot(builder, key, size), value)
         table = builder.add_aggregation(
-            node, make, parent, slots, state=state, store=(store, mat, opener)
+            node,
+            make,
+            parent,
+            slots,
+            state=state,
+            store=(store, mat, opener),
+            retention_ms=retention,
         )
         table.windowed = "time"
         table.grace_ms = windows.grace_ms
@@ -212,6 +218,7 @@ class SessionWindowedKStream:
             (session_windowed_slot(builder, key), value),
             state=state,
             store=(store, mat, opener),
+            retention_ms=retention,
         )
         table.windowed = "session"
         table.grace_ms = windows.grace_ms

@@ -102,6 +102,7 @@ class ProcessorTopology:
         self._producer = producer
         self._on_delivery = on_delivery
         self._stream_queue = PunctuationQueue()
+        self._stream_heap = self._stream_queue.heap
         self._wall_queue = PunctuationQueue()
         self.processors: dict[str, Processor] = {}
         self._contexts: dict[str, ProcessorGraphContext] = {}
@@ -146,7 +147,8 @@ class ProcessorTopology:
         )
         for target in self._sources[stamped.topic]:
             target(record)
-        if self._stream_queue:
+        # The queue's heap itself: a list's truth is a C call, a __len__ a Python one.
+        if self._stream_heap:
             self.maybe_punctuate_stream_time()
 
     def _sink(self, node: SinkNode, topic: str) -> Forward:

@@ -97,6 +97,11 @@ class PunctuationQueue:
     def __len__(self) -> int:
         return len(self._heap)
 
+    @property
+    def heap(self) -> list[tuple[int, int, PunctuationSchedule]]:
+        """The schedules, a heap by due time (empty: nothing scheduled)."""
+        return self._heap
+
     def schedule(self, schedule: PunctuationSchedule) -> Cancellable:
         """Adds ``schedule``; returns its handle."""
         heapq.heappush(self._heap, (schedule.timestamp, next(self._order), schedule))

@@ -40,6 +40,8 @@ class CachingKeyValueStore(WriteBuffer):
         # the store below only when ``flush_with_old``.
         self.flush_listener: Callable[[bytes, bytes | None, bytes | None], None] | None = None
         self.flush_with_old = False
+        # A DSL store's cache of objects (streamstate.dsl.object_cache), flushed first.
+        self.overlay: Any = None
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``: the cached one if it was written since the last flush."""
@@ -84,9 +86,13 @@ class CachingKeyValueStore(WriteBuffer):
     def discard(self) -> None:
         """Drops every dirty key unwritten (exactly-once: the transaction was aborted)."""
         self._dirty.clear()
+        if self.overlay is not None:
+            self.overlay.discard()
 
     def flush_cache(self) -> None:
         """Writes the latest value of every dirty key to the store below (and its changelog)."""
+        if self.overlay is not None:
+            self.overlay.flush()
         if not self._dirty:
             return
         pairs = list(self._dirty.items())
