@@ -16,7 +16,8 @@ Modules, one concept each: ``builder`` (``StreamsBuilder``), ``stream`` (``KStre
 ``windowed`` (``TimeWindowedKStream``, ``SessionWindowedKStream``), ``windows`` (window
 specifications, ``Windowed``), ``suppress`` (``Suppressed``, ``BufferConfig``),
 ``materialized`` (``Materialized``), ``naming`` (Kafka's generated names), ``stores`` (the
-typed stores), and the processors (``stream_processors``, ``table_processors``,
+typed stores) and ``object_cache`` (their record cache of objects), ``windowed_serde``
+(windowed keys' serdes), and the processors (``stream_processors``, ``table_processors``,
 ``window_processors``, ``sliding_processors``). See ``docs/dsl.md``.
 """
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamstate.app.topology import GlobalStoreSpec, StoreSpec, Topology
-from streamstate.dsl.materialized import Materialized, materialized
+from streamstate.dsl.materialized import Materialized
+from streamstate.dsl.materialized import materialized as as_materialized
 from streamstate.dsl.naming import NameProvider
 from streamstate.dsl.stores import StoreSerdes, TimestampedKeyValueStore
 from streamstate.dsl.stream_processors import RepartitionFilterProcessor
@@ -41,7 +42,9 @@ class StreamsBuilder:
         """An empty program."""
         self.topology = Topology()
         self.names = NameProvider()
-        self._built = False
+        # Stores for process(), added with add_state_store, join the topology when a process()
+        # names them.
+        self.declared_stores: dict[str, StoreSpec] = {}
 
     # -- what users call ------------------------------------------------------------------------
 
@@ -81,7 +84,7 @@ class StreamsBuilder:
         from streamstate.dsl.table import KTable  # noqa: PLC0415 - table builds on this
 
         operation = f"table({topic!r})"
-        mat = _materialized(materialized, operation)
+        mat = as_materialized(materialized, operation)
         store = mat.name or self.names.store(f"{topic}-")
         key_slot = self.slot(mat.key_serde or key_serde, "key", operation)
         value_slot = self.slot(mat.value_serde or value_serde, "value", operation)
@@ -114,7 +117,7 @@ class StreamsBuilder:
         from streamstate.dsl.table import GlobalKTable  # noqa: PLC0415 - table builds on this
 
         operation = f"global_table({topic!r})"
-        mat = _materialized(materialized, operation)
+        mat = as_materialized(materialized, operation)
         store = mat.name or self.names.store(f"{topic}-")
         key_slot = self.slot(mat.key_serde or key_serde, "key", operation)
         value_slot = self.slot(mat.value_serde or value_serde, "value", operation)
@@ -137,27 +140,21 @@ class StreamsBuilder:
     ) -> StreamsBuilder:
         """A key-value store of bytes for processors added with ``KStream.process(factory,
         name)`` (the Processor API's store); returns the builder."""
-        self._declared_stores[name] = StoreSpec(name, persistent, logged, caching)
+        self.declared_stores[name] = StoreSpec(name, persistent, logged, caching)
         return self
 
     def build(self) -> Topology:
         """The topology; raises :class:`TopologyError` if it cannot run."""
-        for name in self._declared_stores:
+        for name in self.declared_stores:
             if name not in self.topology.stores:
                 raise TopologyError(
                     f"add_state_store({name!r}): no process() uses the store",
                     store_name=name,
                 )
         self.topology.validate()
-        self._built = True
         return self.topology
 
     # -- what the operations share --------------------------------------------------------------
-
-    @property
-    def _declared_stores(self) -> dict[str, StoreSpec]:
-        declared: dict[str, StoreSpec] = self.__dict__.setdefault("_declared", {})
-        return declared
 
     def slot(self, serde: Serde | None, role: str, operation: str) -> SerdeSlot:
         """A serde slot the app fills with its default when ``serde`` is ``None``."""
@@ -275,10 +272,6 @@ class StreamsBuilder:
             partitions=partitions,
         )
         return source
-
-
-def _materialized(value: Materialized | str | None, operation: str) -> Materialized:
-    return materialized(value, operation)
 
 
 class _RawTableView:

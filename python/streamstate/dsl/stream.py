@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from streamstate.dsl.materialized import Materialized, materialized
+from streamstate.dsl.materialized import Materialized
+from streamstate.dsl.materialized import materialized as as_materialized
 from streamstate.dsl.naming import NameProvider
 from streamstate.dsl.stream_processors import (
     BranchProcessor,
@@ -248,7 +249,7 @@ class KStream:
         """The stream as a table: each record updates its key (a ``None`` value deletes)."""
         from streamstate.dsl.table import KTable  # noqa: PLC0415 - table builds on stream
 
-        mat = _materialized(materialized, "to_table")
+        mat = as_materialized(materialized, "to_table")
         node = self.builder.names.processor("KSTREAM-TOTABLE-")
         store = mat.name or self.builder.names.store("KSTREAM-TOTABLE-")
         key = self.builder.slot(mat.key_serde, "key", "to_table").or_else(self.key_slot)
@@ -327,7 +328,7 @@ class KStream:
             if store in self.builder.topology.stores:
                 self.builder.topology.connect_store(store, node)
                 continue
-            spec = self.builder._declared_stores.get(store)
+            spec = self.builder.declared_stores.get(store)
             if spec is None:
                 raise TopologyError(
                     f"process: no store named {store!r}; add it with "
@@ -348,10 +349,6 @@ def _named(names: NameProvider, name: str | None, prefix: str, operation: str) -
     given = NameProvider.given(name, operation)
     generated = names.processor(prefix)  # a given name still takes a number, as in Kafka
     return given or generated
-
-
-def _materialized(value: Materialized | str | None, operation: str) -> Materialized:
-    return materialized(value, operation)
 
 
 def _callable(function: Any, operation: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from streamstate.errors import TopologyError
 
@@ -257,8 +257,3 @@ class EmitStrategy:
     def on_window_update(cls) -> EmitStrategy:
         """Every update of a window (Kafka's default)."""
         return cls(False)
-
-
-def window_of(value: Any) -> Window:
-    """The window of a ``Windowed`` key (for processors that receive one)."""
-    return value.window  # type: ignore[no-any-return]
