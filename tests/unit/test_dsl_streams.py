@@ -20,7 +20,8 @@ import pytest
 from tests.dsl_support import capture, dropped
 
 from streamstate import StreamsError, TopologyError
-from streamstate.dsl import Materialized, StreamsBuilder, ValueAndTimestamp
+from streamstate.dsl import Materialized, StreamsBuilder, TimeWindows, ValueAndTimestamp
+from streamstate.dsl.windowed_serde import TimeWindowedDeserializer
 from streamstate.serde import (
     IntegerDeserializer,
     IntegerSerializer,
@@ -614,3 +615,30 @@ def test_serdes_given_upstream_need_no_default() -> None:
         counts = driver.create_output_topic("counts", READ_TEXT, LongDeserializer())
         assert filtered.read_records_to_list() == [TestRecord("k", "v", 7)]
         assert counts.read_records_to_list() == [TestRecord("k", 1, 7)]
+
+
+def test_a_cached_aggregation_forwards_the_headers_of_the_record_that_last_wrote_each_key() -> None:
+    # Kafka's record cache keeps each entry's record context: the result of a cached count
+    # (and of a cached windowed count) carries the headers of the last record counted.
+    builder = StreamsBuilder()
+    grouped = builder.stream("in", key_serde=Serdes.String(), value_serde=Serdes.String())
+    grouped = grouped.group_by_key()
+    grouped.count(materialized="plain").to_stream().to("counts", value_serde=Serdes.Long())
+    (
+        grouped.windowed_by(TimeWindows.of_size_with_no_grace(60_000))
+        .count(materialized="windowed")
+        .to_stream()
+        .to("windowed", value_serde=Serdes.Long())
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        source = driver.create_input_topic("in", TEXT, TEXT)
+        source.pipe_input("a", "x", 1_000, headers=[("trace", b"1")])
+        source.pipe_input("a", "y", 2_000, headers=[("trace", b"2")])
+        for topic, key_de in (
+            ("counts", READ_TEXT),
+            ("windowed", TimeWindowedDeserializer(READ_TEXT, 60_000)),
+        ):
+            out = driver.create_output_topic(topic, key_de, LongDeserializer())
+            records = out.read_records_to_list()
+            assert [r.value for r in records] == [1, 2]
+            assert [list(r.headers) for r in records] == [[("trace", b"1")], [("trace", b"2")]]

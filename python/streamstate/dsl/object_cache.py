@@ -35,18 +35,18 @@ class ObjectCache:
 
     ``encode(key, obj) -> (store_key | None, value_bytes | None)`` gives what to write
     (``store_key`` ``None``: nothing, e.g. a window that expired before the flush);
-    ``decode(raw) -> obj`` reads an old value; ``listener(key, new, old)`` is told of each
-    flushed key."""
+    ``decode(raw) -> obj`` reads an old value; ``listener(key, new, old, headers)`` is told
+    of each flushed key."""
 
     def __init__(self, layer: Any, max_entries: int = _MAX_ENTRIES) -> None:
         """Attaches to ``layer`` (a ``CachingKeyValueStore``)."""
         self.layer = layer
         self.below = layer.inner
         self.max_entries = max_entries
-        self.dirty: dict[Any, tuple[Any, Any]] = {}
+        self.dirty: dict[Any, tuple[Any, Any, Any]] = {}
         self.encode: Callable[[Any, Any], tuple[bytes | None, bytes | None]] | None = None
         self.decode: Callable[[bytes], Any] | None = None
-        self.listener: Callable[[Any, Any, Any], None] | None = None
+        self.listener: Callable[[Any, Any, Any, Any], None] | None = None
         self.with_old = False
 
     def get(self, cache_key: Any) -> Any:
@@ -54,12 +54,13 @@ class ObjectCache:
         entry = self.dirty.get(cache_key)
         return MISSING if entry is None else entry[1]
 
-    def put(self, cache_key: Any, key: Any, obj: Any) -> None:
-        """Caches ``obj`` (``None``: a delete) for ``key``."""
+    def put(self, cache_key: Any, key: Any, obj: Any, headers: Any = ()) -> None:
+        """Caches ``obj`` (``None``: a delete) for ``key``, with the headers of the record
+        that wrote it (forwarded with it, as Kafka's cache keeps each entry's context)."""
         dirty = self.dirty
         if cache_key in dirty:
             del dirty[cache_key]  # flushed in the order last written, as Kafka's cache
-        dirty[cache_key] = (key, obj)
+        dirty[cache_key] = (key, obj, headers)
         if len(dirty) > self.max_entries:
             self.layer.flush_cache()
 
@@ -75,14 +76,14 @@ class ObjectCache:
         self.dirty.clear()
         encode = self.encode
         assert encode is not None
-        encoded = [encode(key, obj) for key, obj in entries]
+        encoded = [encode(key, obj) for key, obj, _ in entries]
         listener = self.listener
         olds: list[bytes | None] = []
         if listener is not None:
             get, with_old = self.below.get, self.with_old
             olds = [
                 get(raw_key) if raw_key is not None and (with_old or obj is None) else None
-                for (raw_key, _), (_, obj) in zip(encoded, entries, strict=True)
+                for (raw_key, _), (_, obj, _) in zip(encoded, entries, strict=True)
             ]
         self.below.put_all([(raw_key, raw) for raw_key, raw in encoded if raw_key is not None])
         if listener is None:
@@ -90,9 +91,10 @@ class ObjectCache:
         decode = self.decode
         assert decode is not None
         with_old = self.with_old
-        for (key, obj), old in zip(entries, olds, strict=True):
+        for (key, obj, headers), old in zip(entries, olds, strict=True):
             if obj is not None or old is not None:
-                listener(key, obj, decode(old) if with_old and old is not None else None)
+                old_obj = decode(old) if with_old and old is not None else None
+                listener(key, obj, old_obj, headers)
 
 
 def object_cache(inner: Any) -> ObjectCache | None:

@@ -256,7 +256,7 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
     def _create_right_window(self, record: Record, aggregate: ValueAndTimestamp) -> None:
         # Holds only records later than this one, so it is stored as found, not aggregated.
         start = record[2] + 1
-        self.store.put(record[0], aggregate.value, aggregate.timestamp, start)
+        self.store.put(record[0], aggregate.value, aggregate.timestamp, start, record[3])
         self._forward(record, start, None, aggregate.value, aggregate.timestamp)
 
     def _update(
@@ -277,7 +277,7 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
         else:
             new = self.aggregator(key, record[1], old)
         new_timestamp = timestamp if old is None else max(timestamp, found.timestamp)
-        self.store.put(key, new, new_timestamp, start)
+        self.store.put(key, new, new_timestamp, start, record[3])
         self._forward(record, start, old, new, new_timestamp)
 
     def _forward(self, record: Record, start: int, old: Any, new: Any, timestamp: int) -> None:

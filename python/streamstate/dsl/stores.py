@@ -96,7 +96,7 @@ class StoreSerdes:
         return ValueAndTimestamp(self._de_value(self.name, raw[8:]), _LONG.unpack_from(raw)[0])
 
 
-FlushListener = Callable[[Any, "ValueAndTimestamp | None", "ValueAndTimestamp | None"], None]
+FlushListener = Callable[[Any, "ValueAndTimestamp | None", "ValueAndTimestamp | None", Any], None]
 
 
 def _listen(
@@ -116,6 +116,7 @@ def _listen(
                 decode(key),
                 de(new) if new is not None else None,
                 de(old) if old is not None else None,
+                (),  # a byte cache keeps no headers
             )
 
         inner.flush_listener = on_flush
@@ -189,13 +190,14 @@ class TimestampedKeyValueStore:
         found = self.get_with_timestamp(key)
         return None if found is None else found.value
 
-    def put(self, key: Any, value: Any, timestamp: int = -1) -> None:
+    def put(self, key: Any, value: Any, timestamp: int = -1, headers: Any = ()) -> None:
         """Writes ``key`` (a ``None`` value deletes it); ``timestamp`` is the record's
-        (-1, Kafka's "no timestamp", when written from outside the topology)."""
+        (-1, Kafka's "no timestamp", when written from outside the topology), ``headers`` its
+        headers (forwarded with the result when the record cache flushes)."""
         cache = self.cache
         if cache is not None:
             found = None if value is None else ValueAndTimestamp(value, timestamp)
-            cache.put(_cache_key(key, self.serdes), key, found)
+            cache.put(_cache_key(key, self.serdes), key, found, headers)
             return
         raw_key = self.serdes.key_to_bytes(key)
         if value is None:
@@ -384,9 +386,9 @@ class WindowStore(_Segmented):
             return self._register(listener, with_old)
         size = self.window_size_ms
 
-        def windowed(key_and_start: tuple[Any, int], new: Any, old: Any) -> None:
+        def windowed(key_and_start: tuple[Any, int], new: Any, old: Any, headers: Any) -> None:
             key, start = key_and_start
-            listener(Windowed(key, Window(start, start + size)), new, old)
+            listener(Windowed(key, Window(start, start + size)), new, old, headers)
 
         return _register_listener(self.cache, self._register, windowed, with_old)
 
@@ -398,7 +400,9 @@ class WindowStore(_Segmented):
         key = self.serdes.key_from_bytes(raw[8:-8])
         return Windowed(key, Window(start, start + self.window_size_ms))
 
-    def put(self, key: Any, value: Any, timestamp: int, window_start: int) -> None:
+    def put(
+        self, key: Any, value: Any, timestamp: int, window_start: int, headers: Any = ()
+    ) -> None:
         """Writes the window of ``key`` starting at ``window_start`` (``None`` deletes it);
         a write into an expired segment is skipped, as Kafka skips it."""
         if not self._observe(window_start):
@@ -406,7 +410,9 @@ class WindowStore(_Segmented):
         cache = self.cache
         if cache is not None:
             found = None if value is None else ValueAndTimestamp(value, timestamp)
-            cache.put((_cache_key(key, self.serdes), window_start), (key, window_start), found)
+            cache.put(
+                (_cache_key(key, self.serdes), window_start), (key, window_start), found, headers
+            )
             return
         raw_key = self._store_key(self.serdes.key_to_bytes(key), window_start)
         raw = None if value is None else self.serdes.value_to_bytes(value, timestamp)

@@ -111,7 +111,7 @@ class TableForwarder:
         # A deleted key's cache entry holds no timestamp: the delete's own is kept here.
         self._deleted_at: dict[Any, int] = {}
 
-    def _flushed(self, key: Any, new: Any, old: Any) -> None:
+    def _flushed(self, key: Any, new: Any, old: Any, headers: Any) -> None:
         if new is not None:
             timestamp = new.timestamp
         else:
@@ -120,7 +120,7 @@ class TableForwarder:
             new.value if new is not None else None,
             old.value if (old is not None and self.send_old_values) else None,
         )
-        self.context.forward(Record(key, value, max(timestamp, 0)))
+        self.context.forward(Record(key, value, max(timestamp, 0), headers))
 
     def maybe_forward(self, key: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
         """Forwards ``Change(new, old)`` unless the cache will."""
@@ -156,7 +156,7 @@ class _Stateful(Processor):
 
     def _emit(self, record: Record, new: Any, old: Any, timestamp: int) -> None:
         if self.forwarder is not None:
-            self.store.put(record[0], new, timestamp)
+            self.store.put(record[0], new, timestamp, record[3])
             self.forwarder.maybe_forward(record[0], new, old, timestamp, record[3])
         else:
             old = old if self.state.send_old_values else None
@@ -347,7 +347,9 @@ class StreamAggregateProcessor(_Stateful):
             found = entry[1] if entry is not None else self.store.get_with_timestamp(key)
             if found is not None:
                 new = self.aggregator(key, value, found[0])
-                self._cache_put(key, key, ValueAndTimestamp(new, max(timestamp, found[1])))
+                self._cache_put(
+                    key, key, ValueAndTimestamp(new, max(timestamp, found[1])), record[3]
+                )
                 return
         else:
             found = self.store.get_with_timestamp(key)

@@ -146,7 +146,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
                 old = found.value
                 new = self.aggregator(key, value, old)
                 new_timestamp = max(timestamp, found.timestamp)
-            store.put(key, new, new_timestamp, start)
+            store.put(key, new, new_timestamp, start, record[3])
             if not self.emit_on_close:
                 self._forward_update(
                     Windowed(key, Window(start, end)), old, new, new_timestamp, record[3]
