@@ -9,8 +9,9 @@ as Kafka keeps them. A retention shorter than that is a :class:`TopologyError`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from streamstate.dsl.grouped import KGroupedStream, count_aggregator, count_initializer
 from streamstate.dsl.materialized import Materialized
@@ -45,6 +46,18 @@ def _retention(mat: Materialized, minimum: int, operation: str) -> int:
     return given
 
 
+_Windowed = TypeVar("_Windowed", "TimeWindowedKStream", "SessionWindowedKStream")
+
+
+def _with_emit(windowed: _Windowed, strategy: EmitStrategy) -> _Windowed:
+    """A copy of ``windowed`` emitting by ``strategy`` (windowed streams are immutable)."""
+    if not isinstance(strategy, EmitStrategy):
+        raise TopologyError(f"emit_strategy takes an EmitStrategy, not {strategy!r}")
+    copied = copy.copy(windowed)
+    copied.emit = strategy
+    return copied
+
+
 class TimeWindowedKStream:
     """A grouped stream in time windows (tumbling, hopping) or sliding windows."""
 
@@ -57,11 +70,7 @@ class TimeWindowedKStream:
     def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedKStream:
         """When results are forwarded: on every update (the default) or once per window,
         when it closes (KIP-825)."""
-        if not isinstance(strategy, EmitStrategy):
-            raise TopologyError(f"emit_strategy takes an EmitStrategy, not {strategy!r}")
-        windowed = TimeWindowedKStream(self.grouped, self.windows)
-        windowed.emit = strategy
-        return windowed
+        return _with_emit(self, strategy)
 
     def _aggregate(  # noqa: PLR0917 - one place for the aggregations of this class
         self,
@@ -180,11 +189,7 @@ class SessionWindowedKStream:
 
     def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedKStream:
         """When results are forwarded (see ``TimeWindowedKStream.emit_strategy``)."""
-        if not isinstance(strategy, EmitStrategy):
-            raise TopologyError(f"emit_strategy takes an EmitStrategy, not {strategy!r}")
-        windowed = SessionWindowedKStream(self.grouped, self.windows)
-        windowed.emit = strategy
-        return windowed
+        return _with_emit(self, strategy)
 
     def _aggregate(  # noqa: PLR0917 - one place for the aggregations of this class
         self,
