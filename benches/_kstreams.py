@@ -59,7 +59,7 @@ __all__ = [
 KSTREAMS_VERSION = KAFKA_VERSION
 """The Kafka Streams release the Java peers run: the local broker's."""
 
-# Kafka Streams 4.1 logs through SLF4J 1.7 and ships no binding; slf4j-simple at WARN sends its
+# Kafka Streams 4.4 logs through SLF4J 1.7 and ships no binding; slf4j-simple at WARN sends its
 # warnings and errors to stderr, which a failing run then shows.
 _SLF4J_VERSION = "1.7.36"
 _SOURCES = Path(__file__).resolve().parent / "kstreams"
@@ -132,6 +132,8 @@ def _jars() -> Path:
         jars = resolve_jars(
             [
                 f"org.apache.kafka:kafka-streams:{KSTREAMS_VERSION}",
+                # Kafka's TopologyTestDriver: the oracle of the DSL's TopologyTestDriver tests.
+                f"org.apache.kafka:kafka-streams-test-utils:{KSTREAMS_VERSION}",
                 f"org.slf4j:slf4j-simple:{_SLF4J_VERSION}",
             ],
             libs,

@@ -22,6 +22,7 @@ from xml.sax.saxutils import escape
 __all__ = ["MavenError", "cache_dir", "file_lock", "resolve_jars"]
 
 _DONE_MARKER = ".resolved"
+_COORDINATES = ".coordinates"  # what was asked for: another list resolves again
 # Pinned so the resolve does not depend on whatever plugin version Maven would pick by prefix
 # (Maven 3.8 picks 2.8, which predates several fixes).
 _DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -88,12 +89,26 @@ def resolve_jars(
     resolution, and a lock serialises concurrent ones. ``progress`` hears a line before and
     after a download (the first one takes tens of seconds). Returns the jar paths.
     """
-    marker = dest / _DONE_MARKER
-    if not marker.exists():
+    if not _resolved(dest, coordinates):
         with file_lock(dest.with_name(dest.name + ".lock")):
-            if not marker.exists():  # another process may have finished meanwhile
+            if not _resolved(dest, coordinates):  # another process may have finished meanwhile
                 _download(coordinates, dest, progress)
     return sorted(dest.glob("*.jar"))
+
+
+def _resolved(dest: Path, coordinates: Sequence[str]) -> bool:
+    """Whether ``dest`` holds a completed resolution of exactly ``coordinates`` (a directory
+    resolved for other artifacts, e.g. before one was added, is resolved again)."""
+    wanted = dest / _COORDINATES
+    return (
+        (dest / _DONE_MARKER).exists()
+        and wanted.exists()
+        and (wanted.read_text() == _coordinates_text(coordinates))
+    )
+
+
+def _coordinates_text(coordinates: Sequence[str]) -> str:
+    return "\n".join(coordinates) + "\n"
 
 
 def _download(
@@ -137,6 +152,7 @@ def _download(
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging), str(dest))
     jars = sorted(p.name for p in dest.glob("*.jar"))
+    (dest / _COORDINATES).write_text(_coordinates_text(coordinates))
     (dest / _DONE_MARKER).write_text("\n".join(jars) + "\n")
     message = f"resolved {len(jars)} jars in {time.monotonic() - started:.1f} s"
     _log.info(message)

@@ -1,4 +1,4 @@
-"""The peer harness of the benchmarks is real and correct: Kafka Streams 4.1 itself (the
+"""The peer harness of the benchmarks is real and correct: Kafka Streams 4.4 itself (the
 project's Java programs in ``benches/kstreams/``) and kcat, on the real broker.
 
 The first test of a fresh machine fetches Kafka Streams with Maven and compiles the programs

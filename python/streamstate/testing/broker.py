@@ -54,13 +54,13 @@ __all__ = [
     "resolve_kafka",
 ]
 
-KAFKA_VERSION: str = "4.1.2"
+KAFKA_VERSION: str = "4.4.0"
 """The Apache Kafka release the local broker runs (``org.apache.kafka:kafka_2.13``)."""
 
 _SCALA_VERSION = "2.13"
-# Kafka 4.1 logs through SLF4J 1.7 and ships log4j2 (api + core) but no SLF4J binding: without one
+# Kafka 4.4 logs through SLF4J 1.7 and ships log4j2 (api + core) but no SLF4J binding: without one
 # every SLF4J logger (most of the broker) would be dropped. log4j-slf4j-impl is the SLF4J 1.x ->
-# log4j2 bridge, at the log4j2 version Kafka 4.1.2 itself depends on.
+# log4j2 bridge, at the log4j2 version Kafka 4.4.0 itself depends on.
 _LOG4J_VERSION = "2.25.3"
 _HOST = "127.0.0.1"
 _LOG_TAIL_LINES = 40
