@@ -32,6 +32,7 @@ from streamstate.dsl import (
     TimeWindowedKStream,
     TimeWindows,
     ValueAndTimestamp,
+    VersionedRecord,
     Window,
     Windowed,
 )
@@ -149,6 +150,7 @@ __all__ = [
     "TopologyError",
     "UnknownStateStoreError",
     "ValueAndTimestamp",
+    "VersionedRecord",
     "Window",
     "Windowed",
     "__version__",

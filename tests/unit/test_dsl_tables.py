@@ -8,9 +8,10 @@ node (``topology.addProcessor("proc", supplier, table.name)``) it is :func:`capt
 which sees the ``Change(new, old)`` values. Kafka's ``enableSendingOldValues`` is
 ``table.state.enable_send_old_values()``, its value getters are read through the tables'
 stores. ``KTableFilterTest`` disables caching in its config: streamstate sets caching per
-store, so those stores are ``Materialized(..., caching=False)``. Not ported: versioned stores
-(``testAggOfVersionedStore``, ``testCountOfVersionedStore``, ``shouldNotSkipNullIfVersioned...``),
-``upgrade.from`` (``testShouldSendTransientStateWhenUpgrading``).
+store, so those stores are ``Materialized(..., caching=False)``. The versioned-store cases
+(``testAggOfVersionedStore``, ``testCountOfVersionedStore``, ``shouldNotSkipNullIfVersioned...``)
+are in ``test_dsl_versioned_store.py``. Not ported: ``upgrade.from``
+(``testShouldSendTransientStateWhenUpgrading``).
 """
 
 from __future__ import annotations

@@ -159,7 +159,8 @@ def test_two_output_topics_on_one_topic_read_independently() -> None:
         assert second.read_value() == b"1"
 
 
-def test_read_key_values_to_map_keeps_the_latest_value_and_drops_tombstones() -> None:
+def test_read_key_values_to_map_keeps_the_latest_value_and_tombstones_as_none() -> None:
+    """Kafka's ``readKeyValuesToMap``: a key whose last record is a tombstone maps to null."""
     topology = Topology()
 
     @topology.processor(sources=["in"], sinks=["out"])
@@ -170,7 +171,10 @@ def test_read_key_values_to_map_keeps_the_latest_value_and_drops_tombstones() ->
         source = driver.create_input_topic("in", RAW, RAW)
         out = driver.create_output_topic("out", READ_RAW, READ_RAW)
         source.pipe_key_value_list([(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"b", None)])
-        assert out.read_key_values_to_map() == {b"a": b"2"}
+        assert out.read_key_values_to_map() == {b"a": b"2", b"b": None}
+        source.pipe_input(None, b"3")
+        with pytest.raises(StreamsError, match="null keys"):
+            out.read_key_values_to_map()
 
 
 def test_an_unknown_input_topic_is_refused() -> None:

@@ -35,6 +35,7 @@ from streamstate.processor.description import (
     NodeDescription,
     SubtopologyDescription,
     TopologyDescription,
+    java_set_order,
     order_nodes,
 )
 from streamstate.processor.graph import GraphBuilder, ProcessorGraph, SinkNode, SourceNode, TaskId
@@ -219,17 +220,27 @@ class Topology:
     def add_internal_repartition(
         self,
         name: str,
-        parent: str,
+        parent: str | Sequence[str],
         serdes: tuple[Any, Any, Any, Any],
         *,
         sink_name: str,
         source_name: str,
         partitions: int | None = None,
+        **options: Any,
     ) -> Topology:
-        """A repartition topic ``<name>-repartition`` with the DSL's node names."""
+        """A repartition topic ``<name>-repartition`` with the DSL's node names (``options``:
+        ``suffix``, ``partitioner``, ``copartition`` of ``GraphBuilder.add_repartition``, for
+        the foreign-key join's topics)."""
         self._built = None
+        parents = [parent] if isinstance(parent, str) else list(parent)
         self._graph.add_repartition(
-            name, [parent], partitions, serdes, sink_name=sink_name, source_name=source_name
+            name,
+            parents,
+            partitions,
+            serdes,
+            sink_name=sink_name,
+            source_name=source_name,
+            **options,
         )
         return self
 
@@ -296,7 +307,7 @@ class Topology:
                             NodeDescription("Sink", name, (node.topic,), predecessors=node.parents)
                         )
                     else:
-                        stores = tuple(sorted(graph.processor_stores.get(name, ())))
+                        stores = java_set_order(graph.processor_stores.get(name, ()))
                         nodes.append(
                             NodeDescription("Processor", name, (), stores, node.parents, kids)
                         )

@@ -19,8 +19,9 @@ from streamstate.dsl.materialized import Materialized
 from streamstate.dsl.materialized import materialized as as_materialized
 from streamstate.dsl.naming import NameProvider
 from streamstate.dsl.stores import StoreSerdes, TimestampedKeyValueStore
-from streamstate.dsl.stream_processors import RepartitionFilterProcessor
+from streamstate.dsl.stream_processors import PassThroughProcessor, RepartitionFilterProcessor
 from streamstate.dsl.table_processors import TableSourceProcessor, TableState
+from streamstate.dsl.versioned_store import VersionedStoreOpener
 from streamstate.errors import TopologyError
 from streamstate.processor.serde_slot import SerdeSlot, SlotDeserializer, SlotSerializer
 from streamstate.serde import Serde
@@ -97,11 +98,13 @@ class StreamsBuilder:
         )
         name = self.names.processor("KTABLE-SOURCE-")
         state = TableState(store=None)
-        opener = self.kv_store_opener(store, key_slot, value_slot)
+        opener = self.table_store_opener(
+            store, mat, key_slot, value_slot, state=state, operation=operation
+        )
         self.topology.add_processor(name, lambda: TableSourceProcessor(state, opener), source)
         table = KTable(self, name, key_slot, value_slot, state, source_topic=topic)
         table.pending_store = (store, mat, opener)
-        if mat.name is not None:
+        if mat.name is not None or state.versioned:
             table.materialize()
         return table
 
@@ -176,6 +179,25 @@ class StreamsBuilder:
 
         return opener
 
+    def table_store_opener(
+        self,
+        name: str,
+        mat: Materialized,
+        key_slot: SerdeSlot,
+        value_slot: SerdeSlot,
+        *,
+        state: TableState,
+        operation: str,
+    ) -> Callable[[Any], Any]:
+        """The opener of a source table's store (``table``, ``to_table``): a versioned store
+        when ``mat`` has a ``versioned_retention`` (``state`` is then marked versioned), else
+        a timestamped one."""
+        retention = mat.versioned_retention_ms(operation)
+        if retention is None:
+            return self.kv_store_opener(name, key_slot, value_slot)
+        state.versioned = True
+        return VersionedStoreOpener(name, key_slot, value_slot, retention)
+
     def add_store(
         self,
         name: str,
@@ -186,10 +208,34 @@ class StreamsBuilder:
     ) -> None:
         """Adds a DSL store (a name used twice is a :class:`TopologyError`); a window or
         session store gives its ``retention_ms``, which its changelog keeps plus a day (Kafka's
-        ``windowstore.changelog.additional.retention.ms``)."""
+        ``windowstore.changelog.additional.retention.ms``). A versioned store (``typed`` a
+        :class:`VersionedStoreOpener`) is never cached, as Kafka disallows caching for them."""
         if name in self.topology.stores or name in self.topology.global_stores:
             raise TopologyError(
                 f"a store named {name!r} already exists: give each Materialized its own name",
+                store_name=name,
+            )
+        if isinstance(typed, VersionedStoreOpener):
+            # Kafka logs "Not enabling caching for store ... as versioned stores do not support
+            # caching" and builds the store without a cache.
+            self.topology.add_store_spec(
+                StoreSpec(
+                    name,
+                    persistent=mat.persistent,
+                    logged=mat.logged,
+                    caching=False,
+                    timestamped=True,
+                    typed=typed,
+                    changelog_config=typed.changelog_config(),
+                ),
+                *processors,
+            )
+            return
+        if mat.versioned_retention is not None:
+            raise TopologyError(
+                f"store {name!r}: Materialized(versioned_retention=...) makes a versioned store "
+                f"for tables (builder.table, KStream.to_table, KTable.filter/filter_not/"
+                f"map_values), not for aggregations",
                 store_name=name,
             )
         spec = StoreSpec(
@@ -240,11 +286,16 @@ class StreamsBuilder:
         *,
         partitions: int | None = None,
         null_key_filter: bool = True,
+        keep_null_keys: bool = False,
+        copartition: bool = False,
         value_wrap: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
         topic_named: bool | None = None,
     ) -> str:
         """Adds a repartition topic ``<prefix>-repartition`` under ``parent`` with Kafka's
-        node names; returns the name of its source node."""
+        node names; returns the name of its source node. ``keep_null_keys``: its filter passes
+        records without a key too (Kafka's, when a left join follows: it joins them);
+        ``copartition``: sized as the other source topics of the sub-topology reading it (a
+        join's, Kafka's co-partition group), not as the writer's."""
         base = prefix.removesuffix("-repartition")
         topic = f"{base}-repartition"
         gen_sink = self.names.processor("KSTREAM-SINK-")
@@ -257,7 +308,8 @@ class StreamsBuilder:
         else:
             sink, filter_name, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
         if null_key_filter:
-            self.topology.add_processor(filter_name, RepartitionFilterProcessor, parent)
+            kind = PassThroughProcessor if keep_null_keys else RepartitionFilterProcessor
+            self.topology.add_processor(filter_name, kind, parent)
             parent = filter_name
         value_ser: Any = SlotSerializer(value_slot)
         value_de: Any = SlotDeserializer(value_slot)
@@ -270,6 +322,7 @@ class StreamsBuilder:
             sink_name=sink,
             source_name=source,
             partitions=partitions,
+            copartition=copartition,
         )
         return source
 

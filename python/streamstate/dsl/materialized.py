@@ -22,7 +22,9 @@ class Materialized:
     ``persistent`` (fjall) or in memory, ``logged`` (a changelog), ``caching`` (Kafka's
     record cache: results are forwarded when it flushes, at the latest at each commit),
     ``retention`` (window and session stores: how long windows are kept; at least window size
-    + grace) and ``versioned_retention`` (a versioned key-value store, KIP-889; for joins)."""
+    + grace) and ``versioned_retention`` (``table``, ``to_table``, ``filter``, ``map_values``: a
+    versioned key-value store keeping every version of each key that long, KIP-889; never
+    cached, as in Kafka; ``streamstate.dsl.versioned_store``)."""
 
     name: str | None = None
     key_serde: Serde | None = None
@@ -46,6 +48,18 @@ class Materialized:
     def retention_ms(self) -> int | None:
         """The retention in ms, or ``None``."""
         return None if self.retention is None else to_millis(self.retention, "retention")
+
+    def versioned_retention_ms(self, operation: str) -> int | None:
+        """The history retention of a versioned store in ms (at least 0), or ``None``."""
+        if self.versioned_retention is None:
+            return None
+        retention = to_millis(self.versioned_retention, "versioned_retention")
+        if retention < 0:
+            raise TopologyError(
+                f"{operation}: versioned_retention must not be negative, not {retention} ms",
+                store_name=self.name,
+            )
+        return retention
 
 
 def materialized(value: Materialized | str | None, operation: str) -> Materialized:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from streamstate.dsl.joins import stream_join
 from streamstate.dsl.materialized import Materialized
 from streamstate.dsl.materialized import materialized as as_materialized
 from streamstate.dsl.naming import NameProvider
@@ -255,7 +256,9 @@ class KStream:
         key = self.builder.slot(mat.key_serde, "key", "to_table").or_else(self.key_slot)
         value = self.builder.slot(mat.value_serde, "value", "to_table").or_else(self.value_slot)
         state = TableState()
-        opener = self.builder.kv_store_opener(store, key, value)
+        opener = self.builder.table_store_opener(
+            store, mat, key, value, state=state, operation="to_table"
+        )
         parent = self.name
         if self.repartition_required:  # a key changed upstream: the table's key is the new one
             parent = self.builder.repartition(self.name, node, key, value)
@@ -264,7 +267,7 @@ class KStream:
         )
         table = KTable(self.builder, node, key, value, state)
         table.pending_store = (store, mat, opener)
-        if mat.name is not None:
+        if mat.name is not None or state.versioned:
             table.materialize()
         return table
 
@@ -313,6 +316,26 @@ class KStream:
         return KGroupedStream(
             self.builder, node, key, value, repartition_required=True, repartition_name=given
         )
+
+    # -- joins (streamstate.dsl.joins tells them apart) ---------------------------------------
+
+    def join(self, other: Any, *args: Any, **options: Any) -> KStream:
+        """An inner join: with a ``KTable`` ``join(table, joiner(v1, v2))``; with a
+        ``GlobalKTable`` ``join(global_table, key_selector(k, v), joiner(v1, v2))``; with a
+        ``KStream`` ``join(other, joiner(v1, v2), JoinWindows, *, other_value_serde=None)``.
+        See ``docs/dsl.md`` for what each emits and when."""
+        return stream_join(self, "inner", other, args, options)
+
+    def left_join(self, other: Any, *args: Any, **options: Any) -> KStream:
+        """A left join (the forms of :meth:`join`): a record with no match is joined with
+        ``None``; with a ``KStream``, once its window has closed."""
+        return stream_join(self, "left", other, args, options)
+
+    def outer_join(self, other: KStream, *args: Any, **options: Any) -> KStream:
+        """A windowed outer join of two streams, ``outer_join(other, joiner(v1, v2),
+        JoinWindows)``: a record of either side with no match is joined with ``None`` once
+        its window has closed."""
+        return stream_join(self, "outer", other, args, options)
 
     # -- the Processor API ----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamstate.dsl.joins import table_join
 from streamstate.dsl.materialized import Materialized, materialized
 from streamstate.dsl.stream import KStream, _callable, _named
 from streamstate.dsl.table_processors import (
@@ -22,6 +23,7 @@ from streamstate.dsl.table_processors import (
     TableState,
     TableToStreamProcessor,
 )
+from streamstate.errors import TopologyError
 from streamstate.processor.serde_slot import SerdeSlot
 
 if TYPE_CHECKING:
@@ -98,7 +100,12 @@ class KTable:
             # Kafka's KTableFilter: old values when the parent keeps them anyway, so a row that
             # never passed is not forwarded as a tombstone.
             state.send_old_values = True
-        opener = self.builder.kv_store_opener(store or node, key, value)
+        if store is None:
+            opener = self.builder.kv_store_opener(node, key, value)
+        else:  # a versioned store when mat has a versioned_retention (Kafka allows it here)
+            opener = self.builder.table_store_opener(
+                store, mat, key, value, state=state, operation=operation
+            )
         self.builder.topology.add_processor(node, lambda: make(state, opener), self.name)
         table = KTable(self.builder, node, key, value, state)
         # A window's close time carries through filters and mappings (Kafka's grace search).
@@ -117,13 +124,15 @@ class KTable:
         """The rows for which ``predicate(key, value)`` is true; a row that stops passing is
         deleted (a tombstone downstream)."""
         _callable(predicate, "KTable.filter")
-        return self._derived(
+        table = self._derived(
             "KTABLE-FILTER-",
             lambda state, opener: TableFilterProcessor(state, opener, predicate, True),
             "KTable.filter",
             materialized,
             None,
         )
+        table.state.compute = _filtering(predicate, True)
+        return table
 
     def filter_not(
         self,
@@ -133,13 +142,15 @@ class KTable:
     ) -> KTable:
         """The rows for which ``predicate(key, value)`` is false."""
         _callable(predicate, "KTable.filter_not")
-        return self._derived(
+        table = self._derived(
             "KTABLE-FILTER-",
             lambda state, opener: TableFilterProcessor(state, opener, predicate, False),
             "KTable.filter_not",
             materialized,
             None,
         )
+        table.state.compute = _filtering(predicate, False)
+        return table
 
     def map_values(
         self,
@@ -151,13 +162,15 @@ class KTable:
         """Each row's value through ``mapper(value)`` (``mapper(key, value)`` with
         ``with_key``)."""
         _callable(mapper, "KTable.map_values")
-        return self._derived(
+        table = self._derived(
             "KTABLE-MAPVALUES-",
             lambda state, opener: TableMapValuesProcessor(state, opener, mapper, with_key),
             "KTable.map_values",
             materialized,
             self.builder.slot(None, "value", "KTable.map_values"),
         )
+        table.state.compute = _mapping(mapper, with_key)
+        return table
 
     def to_stream(self, mapper: Callable[[Any, Any], Any] | None = None) -> KStream:
         """The table's updates as a stream of records (``mapper(key, value)`` gives each a
@@ -190,14 +203,59 @@ class KTable:
         value = self.builder.slot(value_serde, "value", "KTable.group_by")
         return KGroupedTable(self.builder, node, key, value, name)
 
+    def join(self, other: KTable, *args: Any, **options: Any) -> KTable:
+        """An inner join of two tables: ``join(other, joiner(v1, v2), *, materialized=None)``
+        on the primary key, or ``join(other, foreign_key_extractor(v), joiner(v1, v2), *,
+        materialized=None)`` on a foreign key (KIP-213). See ``docs/dsl.md``."""
+        return table_join(self, "inner", other, args, options)
+
+    def left_join(self, other: KTable, *args: Any, **options: Any) -> KTable:
+        """A left join (the forms of :meth:`join`): a row with no match is joined with
+        ``None``."""
+        return table_join(self, "left", other, args, options)
+
+    def outer_join(self, other: KTable, *args: Any, **options: Any) -> KTable:
+        """An outer join on the primary key, ``outer_join(other, joiner(v1, v2))``: a row of
+        either side with no match is joined with ``None``."""
+        return table_join(self, "outer", other, args, options)
+
     def suppress(self, suppressed: Suppressed) -> KTable:
         """Holds back updates as ``suppressed`` says (``Suppressed.until_window_closes``:
         only each window's final result; ``until_time_limit``: at most one update per key per
         time limit)."""
         from streamstate.dsl.suppress import add_suppression  # noqa: PLC0415 - builds on table
 
+        if self.state.output_versioned():
+            # Kafka's build() refuses it (KIP-914); here the operation does, naming the table.
+            raise TopologyError(
+                f"KTable.suppress on {self.name}: Invalid topology: suppress() is only supported "
+                f"for non-versioned KTables (note that version semantics might be inherited "
+                f"from upstream)"
+            )
         table: KTable = add_suppression(self, suppressed)
         return table
+
+
+def _filtering(predicate: Callable[[Any, Any], Any], keep: bool) -> Callable[[Any, Any], Any]:
+    """A filtered table's value from its parent's (for value getters; see ``TableState``)."""
+
+    def compute(key: Any, value: Any) -> Any:
+        if value is not None and bool(predicate(key, value)) is keep:
+            return value
+        return None
+
+    return compute
+
+
+def _mapping(mapper: Callable[..., Any], with_key: bool) -> Callable[[Any, Any], Any]:
+    """A mapped table's value from its parent's (for value getters; see ``TableState``)."""
+
+    def compute(key: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        return mapper(key, value) if with_key else mapper(value)
+
+    return compute
 
 
 class GlobalKTable:

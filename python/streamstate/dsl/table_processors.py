@@ -19,6 +19,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from streamstate.dsl.stores import ValueAndTimestamp
+from streamstate.dsl.versioned_store import (
+    PUT_RETURN_CODE_NOT_PUT,
+    PUT_RETURN_CODE_VALID_TO_UNDEFINED,
+)
 from streamstate.errors import StreamsError
 from streamstate.processor.context import ProcessorGraphContext
 from streamstate.processor.processor import Processor
@@ -28,6 +32,7 @@ __all__ = [
     "Change",
     "ChangeDeserializer",
     "ChangeSerializer",
+    "OutOfOrderChange",
     "StreamAggregateProcessor",
     "TableAggregateProcessor",
     "TableFilterProcessor",
@@ -49,6 +54,25 @@ class Change(NamedTuple):
     new: Any
     old: Any
 
+    @property
+    def is_latest(self) -> bool:
+        """Whether the update is the key's latest by timestamp (Kafka's ``Change.isLatest``):
+        ``False`` only for an :class:`OutOfOrderChange`."""
+        return True
+
+
+class OutOfOrderChange(Change):
+    """An update of a versioned table older than the key's latest (KIP-914): forwarded (a
+    ``to_stream`` emits it, as Kafka does) but not aggregated by ``group_by``, which counts
+    the latest versions only."""
+
+    __slots__ = ()
+
+    @property
+    def is_latest(self) -> bool:
+        """``False``."""
+        return False
+
 
 class TableState:
     """What a ``KTable``'s processors learn only once the whole program is written: whether
@@ -60,6 +84,21 @@ class TableState:
         self.store = store
         self.send_old_values = False
         self.materializer: Callable[[], None] | None = None
+        # How this table's value follows from its parent's, ``compute(key, parent_value)``
+        # (filter, map_values): a join's value getter reads the nearest store up the chain
+        # and computes down from it, as Kafka's KTableValueGetters do.
+        self.compute: Callable[[Any, Any], Any] | None = None
+        # The table's own store is versioned (Materialized(versioned_retention=...)): a
+        # stream-table join reads it as of each record's time (get_as_of).
+        self.versioned = False
+
+    def output_versioned(self) -> bool:
+        """Whether the table's values come from a versioned store: its own, or up the chain
+        through tables without a store of their own (Kafka's ``isVersionedOrVersionedUpstream``:
+        a table materialized in a non-versioned store is not versioned)."""
+        if self.store is not None or self.parent is None:
+            return self.versioned
+        return self.parent.output_versioned()
 
     def enable_send_old_values(self, force: bool = True) -> bool:
         """Old values from here up to the nearest table that keeps them; a source table
@@ -132,7 +171,8 @@ class TableForwarder:
 
 
 class _Stateful(Processor):
-    def __init__(self, state: TableState, open_store: Callable[[Any], Any]) -> None:
+    def __init__(self, state: TableState, open_store: Callable[[Any], Any] | None) -> None:
+        # open_store None: a table that never keeps a store (a join result not materialized).
         self.state = state
         self.open_store = open_store
         self.store: Any = None
@@ -140,7 +180,7 @@ class _Stateful(Processor):
 
     def init(self, context: ProcessorGraphContext) -> None:
         self.context = context
-        if self.state.store is not None:
+        if self.state.store is not None and self.open_store is not None:
             self.store = self.open_store(context.get_state_store(self.state.store))
             self.forwarder = TableForwarder(context, self.store, self.state.send_old_values)
 
@@ -151,16 +191,38 @@ class _Stateful(Processor):
         if not self.state.send_old_values:
             return None
         if self.store is not None:
-            return self.store.get(key)
+            found = self.store.get_with_timestamp(key)  # a versioned store's latest too
+            return None if found is None else found.value
         return compute(key, change.old)
 
     def _emit(self, record: Record, new: Any, old: Any, timestamp: int) -> None:
         if self.forwarder is not None:
+            if self.state.versioned:
+                self._put_versioned(record, new, old, timestamp)
+                return
             self.store.put(record[0], new, timestamp, record[3])
             self.forwarder.maybe_forward(record[0], new, old, timestamp, record[3])
         else:
             old = old if self.state.send_old_values else None
-            self.context.forward(Record(record[0], Change(new, old), timestamp, record[3]))
+            # An out-of-order update of a versioned table stays one (Kafka passes isLatest on).
+            late = type(record[1]) is OutOfOrderChange
+            change = OutOfOrderChange(new, old) if late else Change(new, old)
+            self.context.forward(Record(record[0], change, timestamp, record[3]))
+
+    def _put_versioned(self, record: Record, new: Any, old: Any, timestamp: int) -> None:
+        # KIP-914: a put older than the history retention is not stored and not forwarded
+        # (counted as dropped, as Kafka's store counts it); one older than the key's latest
+        # is kept in the history and forwarded as out of order (not aggregated downstream).
+        valid_to = self.store.put(record[0], new, timestamp)
+        if valid_to == PUT_RETURN_CODE_NOT_PUT:
+            self.context.record_dropped()
+            return
+        old = old if self.state.send_old_values else None
+        if valid_to == PUT_RETURN_CODE_VALID_TO_UNDEFINED:
+            change = Change(new, old)
+        else:
+            change = OutOfOrderChange(new, old)
+        self.context.forward(Record(record[0], change, timestamp, record[3]))
 
 
 class TableSourceProcessor(_Stateful):
@@ -216,7 +278,11 @@ class TableFilterProcessor(_Stateful):
         new = self._compute(record[0], change.new)
         old = self._old_value(record[0], change, self._compute)
         if self.state.send_old_values and old is None and new is None:
-            return
+            # Kafka's versioned semantics (KIP-914) forward the tombstone anyway when the
+            # table filtered is versioned.
+            parent = self.state.parent
+            if parent is None or not parent.output_versioned():
+                return
         self._emit(record, new, old, record[2])
 
 
@@ -295,6 +361,9 @@ class TableSelectProcessor(Processor):
         if record[0] is None:
             raise StreamsError("Record key for the grouping KTable should not be null.")
         change = record[1]
+        if not change.is_latest:
+            # KIP-914: an aggregate of a versioned table counts the latest versions only.
+            return
         new = self._select(record[0], change.new)
         old = self._select(record[0], change.old)
         timestamp, headers = record[2], record[3]

@@ -11,24 +11,31 @@ Streams' ``TopologyDescription.toString()`` prints them::
         Sink: words-repartition-sink (topic: words-repartition)
           <-- split
 
-Nodes of a sub-topology, and the predecessors and successors of each node, are ordered as Kafka
-orders them: the node with the most nodes below it first (sources lead), ties by name. (Kafka
-sorts a node's successors by the sub-tree sizes they had when each was connected, edges being
-connected in its HashMap's order; the final sizes used here may give another order only where
-a successor was connected before the nodes below it.) Internal topics are shown without the
-application id, as in Kafka. Global stores follow the sub-topologies as ``Sub-topology: N for
-global store (will not generate tasks)``, without the empty line that ends a sub-topology, as in
-Kafka; they are numbered after the sub-topologies, whose ids are the task ids (Kafka numbers a
-global store among the sub-topologies, in the order the nodes were added). A ``GlobalKTable``'s
-store shows Kafka's node names; a global store of the Processor API, declared by store and topic
-only, a source ``<store>-source`` and a processor ``<store>-processor``.
+Nodes of a sub-topology are ordered as Kafka orders them: the node with the most nodes below it
+first (sources lead), ties by name. The predecessors and successors of each node are ordered as
+Kafka's ``describeSubtopology`` leaves them: by the sub-tree sizes they had when each edge was
+connected, edges being connected node by node in the order of Java's ``HashMap`` of the node
+names (names in one hash bucket taken by name here, by insertion order in Kafka). A processor's
+stores are listed in the order of Java's ``HashSet`` of their names. Internal topics are shown
+without the application id, as in Kafka. Global stores follow the sub-topologies as
+``Sub-topology: N for global store (will not generate tasks)``, without the empty line that ends
+a sub-topology, as in Kafka; they are numbered after the sub-topologies, whose ids are the task
+ids (Kafka numbers a global store among the sub-topologies, in the order the nodes were added).
+A ``GlobalKTable``'s store shows Kafka's node names; a global store of the Processor API,
+declared by store and topic only, a source ``<store>-source`` and a processor
+``<store>-processor``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["NodeDescription", "SubtopologyDescription", "TopologyDescription"]
+__all__ = [
+    "NodeDescription",
+    "SubtopologyDescription",
+    "TopologyDescription",
+    "java_set_order",
+]
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,10 @@ def order_nodes(
 ) -> tuple[NodeDescription, ...]:
     """Kafka's node order, of a sub-topology's nodes and of each node's predecessors and
     successors: larger sub-tree first (a node counts itself and, again, every node below each
-    child), then by name."""
+    child), then by name. A node's predecessors and successors are ordered as Kafka's
+    ``describeSubtopology`` orders them: edges are connected node by node in its ``HashMap``'s
+    order, each predecessor with the sub-tree sizes of that moment (so the first parent of a
+    node with two, e.g. a merge, comes first)."""
     sizes: dict[str, int] = {}
 
     def size(name: str) -> int:
@@ -104,12 +114,67 @@ def order_nodes(
     def key(name: str) -> tuple[int, str]:
         return -size(name), name
 
+    predecessors, successors = _connect(nodes)
     ordered = (
-        replace(
-            node,
-            predecessors=tuple(sorted(node.predecessors, key=key)),
-            successors=tuple(sorted(node.successors, key=key)),
-        )
+        replace(node, predecessors=predecessors[node.name], successors=successors[node.name])
         for node in nodes
     )
     return tuple(sorted(ordered, key=lambda n: key(n.name)))
+
+
+def _java_hash(name: str) -> int:
+    """Java's ``HashMap.hash(name)``: ``String.hashCode`` spread (``h ^ h >>> 16``)."""
+    h = 0
+    raw = name.encode("utf-16-be")  # Java hashes UTF-16 code units
+    for i in range(0, len(raw), 2):
+        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def java_set_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` in the order a Java ``HashSet`` of them iterates (how Kafka lists a
+    processor's stores): by hash bucket, then in the order they were added."""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+    return tuple(sorted(names, key=lambda name: _java_hash(name) & (capacity - 1)))
+
+
+def _connect(
+    nodes: list[NodeDescription],
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """Kafka's ``describeSubtopology``: each node, in ``HashMap`` order, adds its
+    predecessors (in the order they were declared) to its ``TreeSet`` of predecessors and
+    itself to theirs of successors, then grows their sub-tree sizes; a ``TreeSet`` keeps the
+    order its elements had when inserted."""
+    capacity = 16
+    while len(nodes) > capacity * 3 // 4:
+        capacity *= 2
+    by_bucket = sorted(nodes, key=lambda n: (_java_hash(n.name) & (capacity - 1), n.name))
+    size = {node.name: 1 for node in nodes}
+    preds: dict[str, list[str]] = {node.name: [] for node in nodes}
+    succs: dict[str, list[str]] = {node.name: [] for node in nodes}
+
+    def insert(into: list[str], name: str) -> None:
+        for i, there in enumerate(into):
+            if (-size[name], name) < (-size[there], there):
+                into.insert(i, name)
+                return
+        into.append(name)
+
+    def grow(name: str, delta: int) -> None:
+        size[name] += delta
+        for parent in preds[name]:
+            grow(parent, delta)
+
+    for node in by_bucket:
+        for parent in node.predecessors:
+            if parent not in size:
+                continue
+            insert(preds[node.name], parent)
+            insert(succs[parent], node.name)
+            grow(parent, size[node.name])
+    return (
+        {name: tuple(found) for name, found in preds.items()},
+        {name: tuple(found) for name, found in succs.items()},
+    )

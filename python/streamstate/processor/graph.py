@@ -84,6 +84,9 @@ class SinkNode:
     key_serializer: Any
     value_serializer: Any
     internal: bool = False
+    # ``partitioner(key, value) -> partition | None`` (None: the producer's murmur2 of the
+    # key); the DSL's foreign-key join sends each response back to its row's partition.
+    partitioner: Callable[[Any, Any], int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,11 +97,16 @@ class RepartitionSpec:
     name: str
     partitions: int | None
     sink: str | None = None  # the sink node's name when not the default
+    suffix: str = "-repartition"  # Kafka's foreign-key join topics end with "-topic"
+    # Sized as the other source topics of the sub-topology reading it (Kafka's
+    # copartitionSources), not as the writer's: a foreign-key join's subscription topic has
+    # the right table's partition count, its response topic the left table's.
+    copartition: bool = False
 
     @property
     def topic(self) -> str:
         """The topic's name without the application id."""
-        return f"{self.name}-repartition"
+        return f"{self.name}{self.suffix}"
 
     @property
     def sink_name(self) -> str:
@@ -193,8 +201,10 @@ class GraphBuilder:
         value_serializer: Any,
         *,
         internal: bool = False,
+        partitioner: Callable[[Any, Any], int | None] | None = None,
     ) -> None:
-        """Adds a sink node writing ``topic`` under ``parents``."""
+        """Adds a sink node writing ``topic`` under ``parents`` (to the partition
+        ``partitioner(key, value)`` names, when given and not ``None``)."""
         self._check_name(name)
         if not isinstance(topic, str) or not topic:
             raise TopologyError(f"sink {name!r}: the topic is a non-empty string, not {topic!r}")
@@ -206,6 +216,7 @@ class GraphBuilder:
             key_serializer if key_serializer is not None else BytesSerializer(),
             value_serializer if value_serializer is not None else BytesSerializer(),
             internal,
+            partitioner,
         )
 
     def add_repartition(
@@ -217,12 +228,17 @@ class GraphBuilder:
         *,
         sink_name: str | None = None,
         source_name: str | None = None,
+        suffix: str = "-repartition",
+        partitioner: Callable[[Any, Any], int | None] | None = None,
+        copartition: bool = False,
     ) -> None:
         """Adds the sink and the source of repartition topic ``<name>-repartition`` (nodes
-        ``<name>-repartition-sink`` and ``name`` unless named, as the DSL names them)."""
+        ``<name>-repartition-sink`` and ``name`` unless named, as the DSL names them);
+        ``suffix``, ``partitioner`` and ``copartition``: see :class:`RepartitionSpec` and
+        :class:`SinkNode`."""
         if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
             raise TopologyError(f"repartition {name!r}: partitions must be >= 1, not {partitions}")
-        spec = RepartitionSpec(name, partitions, sink_name)
+        spec = RepartitionSpec(name, partitions, sink_name, suffix, copartition)
         if name in self.repartitions:
             raise TopologyError(f"a repartition topic {spec.topic!r} is already added")
         source_name = source_name or name
@@ -230,7 +246,15 @@ class GraphBuilder:
         self._check_name(spec.sink_name)
         self._check_parents(spec.sink_name, parents)
         key_ser, value_ser, key_de, value_de = serdes
-        self.add_sink(spec.sink_name, spec.topic, parents, key_ser, value_ser, internal=True)
+        self.add_sink(
+            spec.sink_name,
+            spec.topic,
+            parents,
+            key_ser,
+            value_ser,
+            internal=True,
+            partitioner=partitioner,
+        )
         self.add_source(source_name, [spec.topic], key_de, value_de, None, internal=True)
         self.repartitions[name] = spec
 
@@ -469,8 +493,11 @@ class ProcessorGraph:
             progressed = False
             for name, spec in list(pending.items()):
                 writer = next(s for s in self.subtopologies if name in s.repartition_sinks)
+                peers = self._copartition_peers(spec, pending)
                 if spec.partitions is not None:
                     count: int | None = spec.partitions
+                elif peers:
+                    count = max(known[t] for t in peers) if all(t in known for t in peers) else None
                 elif all(t in known for t in writer.source_topics):
                     count = max(known[t] for t in writer.source_topics)
                 else:
@@ -483,3 +510,19 @@ class ProcessorGraph:
             if not progressed:  # cannot happen in a graph built downstream; guards the loop
                 raise TopologyError(f"cannot size repartition topics {sorted(pending)}")
         return result
+
+    def _copartition_peers(
+        self, spec: RepartitionSpec, pending: dict[str, RepartitionSpec]
+    ) -> list[str]:
+        """The topics a ``copartition`` topic is sized after: the other source topics of the
+        sub-topology reading it, but not other copartitioned topics still unsized (two of
+        them read together would wait for each other)."""
+        if not spec.copartition:
+            return []
+        waiting = {s.topic for s in pending.values() if s.copartition}
+        reader = self._subtopology_of_topic[spec.topic]
+        return [
+            t
+            for t in self.subtopologies[reader].source_topics
+            if t != spec.topic and t not in waiting
+        ]

@@ -158,6 +158,8 @@ class ProcessorTopology:
         poll = self._producer.poll
         on_delivery = self._on_delivery
         name = node.name
+        if node.partitioner is not None:
+            return self._partitioned_sink(node, topic, serialize_key, serialize_value)
 
         def write(record: Record) -> None:
             key = serialize_key(topic, record[0])
@@ -183,6 +185,45 @@ class ProcessorTopology:
                         )
                     else:
                         produce(topic, value, key, timestamp=timestamp, on_delivery=on_delivery)
+                    return
+                except BufferError:
+                    poll(0.05)
+
+        return write
+
+    def _partitioned_sink(
+        self,
+        node: SinkNode,
+        topic: str,
+        serialize_key: Callable[[str, Any], Any],
+        serialize_value: Callable[[str, Any], Any],
+    ) -> Forward:
+        """A sink whose ``partitioner(key, value)`` picks the partition (``None``: the
+        producer's choice), as Kafka's ``StreamPartitioner`` does."""
+        partitioner = node.partitioner
+        assert partitioner is not None
+        produce = self._producer.produce
+        poll = self._producer.poll
+        on_delivery = self._on_delivery
+
+        def write(record: Record) -> None:
+            if record[2] < 0:
+                raise StreamsError(
+                    f"sink {node.name!r}: invalid (negative) timestamp {record[2]} of an "
+                    f"output record",
+                    topic=topic,
+                )
+            partition = partitioner(record[0], record[1])
+            options: dict[str, Any] = {"timestamp": record[2], "on_delivery": on_delivery}
+            if partition is not None:
+                options["partition"] = partition
+            if record[3]:
+                options["headers"] = list(record[3])
+            key = serialize_key(topic, record[0])
+            value = serialize_value(topic, record[1])
+            while True:
+                try:
+                    produce(topic, value, key, **options)
                     return
                 except BufferError:
                     poll(0.05)

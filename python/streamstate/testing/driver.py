@@ -265,6 +265,12 @@ class TopologyTestDriver(Closing):
         time_to)``, ``fetch_all(time_from, time_to)``, ``all()``."""
         return self._typed(name)
 
+    def get_versioned_key_value_store(self, name: str) -> Any:
+        """The versioned store ``name`` (a table's with ``Materialized(versioned_retention=
+        ...)``): ``get(key)``, ``get(key, as_of)`` (``VersionedRecord`` or ``None``),
+        ``put(key, value, timestamp)``, ``delete(key, timestamp)``."""
+        return self._typed(name)
+
     def get_session_store(self, name: str) -> Any:
         """The session store ``name`` (a DSL session aggregation's): ``fetch(key)``,
         ``find_sessions(key, earliest_end, latest_start)``, ``all()``."""

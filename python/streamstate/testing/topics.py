@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamstate.errors import NoSuchElementError
+from streamstate.errors import NoSuchElementError, StreamsError
 
 if TYPE_CHECKING:
     from streamstate.serde import Deserializer, Serializer
@@ -194,12 +194,14 @@ class TestOutputTopic:
         return [(r.key, r.value) for r in self.read_records_to_list()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
-        """The latest value of each key among the records not read yet (a ``None`` value
-        removes the key: a table's view of the topic)."""
+        """The latest value of each key among the records not read yet; a key whose last
+        record is a tombstone stays, with the value ``None`` (as Kafka's ``readKeyValuesToMap``).
+        A record without a key raises :class:`~streamstate.errors.StreamsError`, as Kafka's
+        ``IllegalStateException``."""
         latest: dict[Any, Any] = {}
-        for record in self.read_records_to_list():
-            if record.value is None:
-                latest.pop(record.key, None)
-            else:
-                latest[record.key] = record.value
+        while not self.is_empty():
+            record = self.read_record()
+            if record.key is None:
+                raise StreamsError("null keys are not allowed with read_key_values_to_map")
+            latest[record.key] = record.value
         return latest
