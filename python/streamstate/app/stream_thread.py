@@ -185,6 +185,8 @@ class StreamThread(threading.Thread):
             restore_listener=restore_listener,
         )
         self.locked = LockedTasks()
+        # Whether a task waited for records last loop (FetchControl.records_to_poll).
+        self._starving = False
         self.coordinator = ConsumerCoordinator(
             self.consumer,
             topology.source_topics,
@@ -305,7 +307,9 @@ class StreamThread(threading.Thread):
         busy = any(not t.restoring and t.group.num_buffered() for t in self.tasks.values())
         timeout = 0.0 if busy else self._config.poll_ms / 1000.0
         messages = kafka_call(
-            self.consumer.consume, self.fetch.records_to_poll(_POLL_RECORDS), timeout
+            self.consumer.consume,
+            self.fetch.records_to_poll(_POLL_RECORDS, starving=self._starving),
+            timeout,
         )
         self.metrics.poll_records.record(len(messages))
         polled = split_poll(messages)
@@ -328,11 +332,17 @@ class StreamThread(threading.Thread):
         if self.eos and not self.in_transaction:
             if any(not t.restoring for t in self.tasks.values()):
                 self.txn.begin()
+        starving = False
         for task in list(self.tasks.values()):
             if not task.restoring:
                 if len(task.partitions) > 1 and self._config.max_task_idle_ms >= 0:
                     task.update_lags(self.fetch.lags(task.partitions))
-                processed += task.process(_PROCESS_PER_TASK)
+                done = task.process(_PROCESS_PER_TASK)
+                processed += done
+                # Records buffered but none processable: the task waits for another partition's
+                # records (KIP-695), which may sit in the consumer's queue behind a held one's.
+                starving = starving or (not done and task.group.num_buffered() > 0)
+        self._starving = starving
         if processed:
             self.metrics.process.record(processed)
         self.fetch.release_drained(self._queue_size)
