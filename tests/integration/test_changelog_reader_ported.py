@@ -75,8 +75,8 @@ Kafka 2.6+ / 3.x (``register(tp, stateManager)``, active and standby changelogs)
 * shouldSupportUnregisterChangelogAfterCompletion: ported as
   ``test_removing_a_completed_partition_does_not_suspend_it``.
 * shouldInitializeChangelogAndCheckForCompletion: covered by
-  ``test_nothing_to_restore_when_the_checkpoint_is_at_the_end`` (this reader keeps 2.4-2.5's
-  "no listener call when there is nothing to restore"; 2.6+ calls start and end).
+  ``test_nothing_to_restore_when_the_checkpoint_is_at_the_end`` (as 2.6+, the listener hears
+  start and end with 0 records when there is nothing to restore).
 * shouldTriggerRestoreListenerWithOffsetZeroIfPositionThrowsTimeoutException,
   shouldRequestPositionAndHandleTimeoutException: not applicable, librdkafka's position() is a
   local lookup that cannot time out; an unknown position is covered by
@@ -357,8 +357,8 @@ def test_a_checkpoint_past_an_empty_changelog_wipes_the_store_and_completes(
     assert reader.completed() == {tp}
     assert reader.end_offset(tp) == 0
     assert reader.position(tp) == 0
-    # Nothing to restore once wiped: no listener call at all (as 2.4-2.5 for an empty log).
-    assert listener.events == []
+    # Nothing to restore once wiped: start at the empty log's end, then end with 0 (2.6+).
+    assert listener.events == [("start", tp.topic, 0, "s", 0, 0), ("end", tp.topic, 0, "s", 0)]
     # The checkpoint claimed records the (re-created, empty) changelog never had.
     assert contents(store) == {}
     assert any("beyond the end offset 0" in r.getMessage() for r in caplog.records)
@@ -463,7 +463,9 @@ def test_restores_several_partitions_of_one_topic_and_another_topic(
         assert listener.batch_total(name) == total
         assert listener.last_batch_end(name) == end - 1
         assert listener.of("end", name) == [(total,)]
-    assert [e for e in listener.events if e[3] == "p1"] == []  # an empty changelog: no calls
+    # An empty changelog: start and end with nothing between (Kafka 2.6+).
+    assert listener.of("start", "p1") == [(0, 0)] and listener.of("end", "p1") == [(0,)]
+    assert listener.of("batch", "p1") == []
     # In-memory stores and a persistent store with nothing restored and no checkpoint are left
     # out.
     assert reader.restored_offsets() == {tp2: 11, tp_other: 19}

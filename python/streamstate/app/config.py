@@ -9,11 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from streamstate.app.handlers import parse_record_handler
+from streamstate.app.internal_topics import (
+    TOPIC_PREFIX,
+    parse_replication_factor,
+    parse_topic_configs,
+)
 from streamstate.clients.config import PREFIXES, is_connection_setting
 from streamstate.serde import Serde
 from streamstate.timestamps import FailOnInvalidTimestamp
 
-__all__ = ["DEFAULT_UNCOMMITTED_MAX_BYTES", "EOS_COMMIT_INTERVAL_MS", "StreamsConfig"]
+__all__ = [
+    "DEFAULT_STATE_CLEANUP_DELAY_MS",
+    "DEFAULT_UNCOMMITTED_MAX_BYTES",
+    "EOS_COMMIT_INTERVAL_MS",
+    "StreamsConfig",
+]
 
 _GUARANTEES = ("at_least_once", "exactly_once_v2")
 # Kafka 4 removed these (KIP-732 deprecated them in 3.0): refused, naming their replacement.
@@ -33,6 +43,7 @@ _KNOWN = {
     "processing.guarantee",
     "default.timestamp.extractor",
     "default.deserialization.exception.handler",
+    "deserialization.exception.handler",
     "max.task.idle.ms",
     "group.instance.id",
     "partition.assignment.strategy",
@@ -41,10 +52,15 @@ _KNOWN = {
     "buffered.records.per.partition",
     "processing.exception.handler",
     "default.production.exception.handler",
+    "production.exception.handler",
     "task.timeout.ms",
     "default.key.serde",
     "default.value.serde",
+    "state.cleanup.delay.ms",
+    "replication.factor",
 }
+DEFAULT_STATE_CLEANUP_DELAY_MS = 600_000
+"""``state.cleanup.delay.ms``'s default (Kafka's): ten minutes."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +71,14 @@ class StreamsConfig:
     one transaction per stream thread and commit; ``docs/runtime.md``), under which
     ``commit.interval.ms`` defaults to 100 and ``statestore.uncommitted.max.bytes`` bounds each
     task's uncommitted writes (key + value bytes; the thread commits early past it).
-    ``processing.exception.handler`` and ``default.production.exception.handler`` take
+    ``processing.exception.handler`` and ``production.exception.handler`` take
     ``"fail"`` (the default), ``"continue"`` or a callable (``streamstate.app.handlers``).
+    Kafka 4's names ``deserialization.exception.handler`` and ``production.exception.handler``
+    (KIP-1056) and the deprecated ``default.*`` forms are both accepted; the two forms of one
+    setting with different values are a ``ValueError`` naming both.
+    ``state.cleanup.delay.ms`` is how long a task directory no task of this client holds is
+    kept (``app/state_directory.py``); ``replication.factor`` and ``topic.*`` configure the
+    internal topics (``app/internal_topics.py``).
     """
 
     application_id: str
@@ -81,6 +103,9 @@ class StreamsConfig:
     default_key_serde: Any = None
     default_value_serde: Any = None
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    state_cleanup_delay_ms: int = DEFAULT_STATE_CLEANUP_DELAY_MS
+    replication_factor: int = -1
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -92,7 +117,9 @@ class StreamsConfig:
         unknown = [
             k
             for k in config
-            if k not in _KNOWN and not k.startswith(PREFIXES) and not is_connection_setting(k)
+            if k not in _KNOWN
+            and not k.startswith((*PREFIXES, TOPIC_PREFIX))
+            and not is_connection_setting(k)
         ]
         if unknown:
             raise ValueError(f"unknown config names {sorted(unknown)}")
@@ -147,8 +174,8 @@ class StreamsConfig:
             default_timestamp_extractor=config.get(
                 "default.timestamp.extractor", FailOnInvalidTimestamp()
             ),
-            default_deserialization_exception_handler=config.get(
-                "default.deserialization.exception.handler", "fail"
+            default_deserialization_exception_handler=_renamed(
+                config, "deserialization.exception.handler", "fail"
             ),
             max_task_idle_ms=int(config.get("max.task.idle.ms", 0)),
             group_instance_id=config.get("group.instance.id"),
@@ -162,14 +189,17 @@ class StreamsConfig:
                 "processing.exception.handler", config.get("processing.exception.handler", "fail")
             ),
             default_production_exception_handler=parse_record_handler(
-                "default.production.exception.handler",
-                config.get("default.production.exception.handler", "fail"),
+                "production.exception.handler",
+                _renamed(config, "production.exception.handler", "fail"),
             ),
             task_timeout_ms=task_timeout_ms,
             statestore_uncommitted_max_bytes=uncommitted,
             default_key_serde=_serde(config, "default.key.serde"),
             default_value_serde=_serde(config, "default.value.serde"),
             overrides=overrides,
+            state_cleanup_delay_ms=_cleanup_delay(config),
+            replication_factor=parse_replication_factor(config.get("replication.factor", -1)),
+            topic_configs=parse_topic_configs(config),
         )
 
     @property
@@ -180,6 +210,36 @@ class StreamsConfig:
     def app_dir(self) -> Path:
         """``state.dir/application.id``: every store of this app lives below it."""
         return self.state_dir / self.application_id
+
+
+def _renamed(config: Mapping[str, Any], name: str, default: Any) -> Any:
+    """The value of ``name`` (Kafka 4's name) or of ``default.<name>`` (deprecated by KIP-1056
+    and still accepted, as Kafka 4 accepts it); both given with different values is an
+    error, since which one wins would be a guess."""
+    old = f"default.{name}"
+    if name in config and old in config and config[name] != config[old]:
+        raise ValueError(
+            f"config {name!r} ({config[name]!r}) and its deprecated form {old!r} "
+            f"({config[old]!r}) disagree: set one of them"
+        )
+    if name in config:
+        return config[name]
+    return config.get(old, default)
+
+
+def _cleanup_delay(config: Mapping[str, Any]) -> int:
+    value = config.get("state.cleanup.delay.ms", DEFAULT_STATE_CLEANUP_DELAY_MS)
+    try:
+        if isinstance(value, bool | float):
+            raise ValueError
+        delay = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"state.cleanup.delay.ms takes milliseconds (an integer), not {value!r}"
+        ) from None
+    if delay < 1:
+        raise ValueError(f"state.cleanup.delay.ms must be at least 1, not {delay}")
+    return delay
 
 
 def _serde(config: Mapping[str, Any], name: str) -> Any:

@@ -178,7 +178,7 @@ class ProcessorContext:
         the key, as the Java producer (and so Kafka Streams) chooses it; ``headers`` are
         ``(key, value)`` pairs (none by default; pass ``record.headers`` to carry the input
         record's). A record the broker refuses goes to
-        ``default.production.exception.handler``."""
+        ``production.exception.handler``."""
         if topic not in self._sinks:
             raise StreamsError(
                 f"processor may not send to topic {topic!r}: declare it in sinks=[...] "

@@ -5,8 +5,9 @@
   down, or shut the application down (:class:`StreamThreadExceptionResponse`).
 * The **processing exception handler** (``processing.exception.handler``, Kafka 3.9+, KIP-1033)
   decides whether a record whose processor raised fails the thread or is dropped.
-* The **production exception handler** (``default.production.exception.handler``) decides
-  whether a sink record the broker refused fails the thread or is dropped.
+* The **production exception handler** (``production.exception.handler``, or the deprecated
+  ``default.production.exception.handler``) decides whether a sink record the broker refused
+  fails the thread or is dropped.
 
 The two record handlers take ``"fail"`` (the default, as in Kafka), ``"continue"``, or a
 callable returning one of those; every drop is counted (``dropped-records-total`` in

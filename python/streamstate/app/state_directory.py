@@ -16,6 +16,13 @@ The directory also holds the process id (:func:`process_id`, Kafka 3.x's
 and read back on every later start. Under exactly-once each stream thread's
 ``transactional.id`` is built from it, so a client restarted on the same disk takes over (and
 fences) its previous incarnation's producers, and two clients never share one.
+
+Task directories are deleted, as Kafka Streams deletes them, by the state cleaner
+(:class:`StateDirectoryCleaner`, every ``state.cleanup.delay.ms``): a task directory that no
+task of this process holds (:data:`TASK_DIRECTORIES`) and that has not been modified for longer
+than the delay goes. A task that comes back after its changelog was compacted would otherwise
+restore from its old checkpoint, and the deletions compacted away meanwhile would never reach
+it. :func:`clean_app_dir` is ``StreamsApp.clean_up()``: every store of the application.
 """
 
 from __future__ import annotations
@@ -24,20 +31,38 @@ import fcntl
 import json
 import logging
 import os
+import re
+import shutil
+import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
 from streamstate.errors import ProcessorStateError
 
-__all__ = ["PROCESS_FILE", "LockedTasks", "StateDirectoryLock", "is_lock_conflict", "process_id"]
+__all__ = [
+    "PROCESS_FILE",
+    "TASK_DIRECTORIES",
+    "LockedTasks",
+    "StateDirectoryCleaner",
+    "StateDirectoryLock",
+    "TaskDirectories",
+    "clean_app_dir",
+    "clean_removed_tasks",
+    "is_lock_conflict",
+    "process_id",
+]
 
 _log = logging.getLogger("streamstate.app")
 LOCK_FILE = ".lock"
 PROCESS_FILE = "kafka-streams-process-metadata"
 """The file of :func:`process_id` in the application's state directory (Kafka 3.x's name)."""
 _PROCESS_FILE_VERSION = 1
+# A task's directory: its partition (the one-function form) or a graph's ``<subtopology>_<p>``
+# (Kafka's pattern); ``global`` and the files of the application directory never match.
+_TASK_DIRECTORY = re.compile(r"\d+(_\d+)?")
 _FIRST_BACKOFF_S = 0.05
 _MAX_BACKOFF_S = 1.0
 
@@ -149,3 +174,123 @@ class LockedTasks:
         """Forgets ``task_ids`` (created, revoked or lost)."""
         for task_id in task_ids:
             self._retry_at.pop(task_id, None)
+
+
+class TaskDirectories:
+    """Which task directories tasks of this process hold (Kafka's task directory locks).
+
+    A task claims its directory before it opens a store there and releases it when closed; the
+    state cleaner deletes a directory only under the same lock, and only when no task holds it.
+    Holders are kept by weak reference, so a task that failed half-built (a store still open
+    elsewhere, say) releases its claim when it is collected instead of keeping the directory
+    forever."""
+
+    def __init__(self) -> None:
+        """No directory is held."""
+        self.lock = threading.Lock()
+        self._holders: dict[Path, weakref.WeakSet[Any]] = {}
+
+    def claim(self, directory: Path, holder: object) -> None:
+        """``holder`` (a task) uses ``directory`` from now on."""
+        with self.lock:
+            self._holders.setdefault(directory.absolute(), weakref.WeakSet()).add(holder)
+
+    def release(self, directory: Path, holder: object) -> None:
+        """``holder`` is done with ``directory``."""
+        with self.lock:
+            holders = self._holders.get(directory.absolute())
+            if holders is not None:
+                holders.discard(holder)
+                if not holders:
+                    del self._holders[directory.absolute()]
+
+    def held(self, directory: Path) -> bool:
+        """Whether a live task holds ``directory``; call with :attr:`lock` held."""
+        return bool(self._holders.get(directory.absolute()))
+
+
+TASK_DIRECTORIES = TaskDirectories()
+"""The process's one registry: one client per application directory (:class:`StateDirectoryLock`)
+makes a directory's path name one client's task."""
+
+
+def clean_removed_tasks(
+    app_dir: Path, delay_ms: int, *, directories: TaskDirectories = TASK_DIRECTORIES
+) -> list[Path]:
+    """Deletes the task directories under ``app_dir`` that no task holds and that were last
+    modified more than ``delay_ms`` ago (Kafka's ``StateDirectory.cleanRemovedTasks``); returns
+    them. A task writes its ``.checkpoint`` (a rename in its directory) on every commit and on
+    close, so the modification time is when it last ran here. A failure is logged, never
+    raised: the next run tries again."""
+    deleted: list[Path] = []
+    try:
+        entries = sorted(app_dir.iterdir())
+    except FileNotFoundError:
+        return deleted
+    for entry in entries:
+        if not _TASK_DIRECTORY.fullmatch(entry.name) or not entry.is_dir():
+            continue
+        with directories.lock:
+            try:
+                idle_ms = (time.time() - entry.stat().st_mtime) * 1000
+                if directories.held(entry) or idle_ms <= delay_ms:
+                    continue
+                _log.info(
+                    "Deleting obsolete state directory %s as %.0f ms has elapsed (cleanup delay "
+                    "is %d ms)",
+                    entry,
+                    idle_ms,
+                    delay_ms,
+                )
+                shutil.rmtree(entry)
+                deleted.append(entry)
+            except OSError as exc:
+                _log.warning("could not delete obsolete state directory %s: %s", entry, exc)
+    return deleted
+
+
+def clean_app_dir(app_dir: Path) -> None:
+    """Deletes every store of the application under ``app_dir`` (task directories, global
+    stores, anything else there) but the lock file and the process id, which Kafka keeps too.
+    Takes the :class:`StateDirectoryLock` for the time: a client of another process running on
+    the directory makes it raise :class:`~streamstate.errors.ProcessorStateError` instead."""
+    if not app_dir.is_dir():
+        return
+    lock = StateDirectoryLock(app_dir)
+    lock.acquire()
+    try:
+        for entry in sorted(app_dir.iterdir()):
+            if entry.name in (LOCK_FILE, PROCESS_FILE):
+                continue
+            _log.info("Deleting %s as the user called clean_up()", entry)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    finally:
+        lock.release()
+
+
+class StateDirectoryCleaner(threading.Thread):
+    """Runs :func:`clean_removed_tasks` every ``delay_ms`` until :meth:`shutdown` (Kafka's
+    ``stateDirCleaner``, whose first run is one delay after the start too: tasks of a restarted
+    client get their directories back before any could look obsolete)."""
+
+    def __init__(self, app_dir: Path, delay_ms: int, *, name: str) -> None:
+        """Made stopped; :meth:`start` runs it."""
+        super().__init__(name=name, daemon=True)
+        self._app_dir = app_dir
+        self._delay_ms = delay_ms
+        self._stop_requested = threading.Event()
+
+    def run(self) -> None:
+        """Cleans every ``delay_ms`` until :meth:`shutdown`."""
+        while not self._stop_requested.wait(self._delay_ms / 1000):
+            try:
+                clean_removed_tasks(self._app_dir, self._delay_ms)
+            except Exception:  # the cleaner must outlive a surprise; the next run tries again
+                _log.exception("the state directory cleaner of %s failed", self._app_dir)
+
+    def shutdown(self) -> None:
+        """Stops the thread (a run under way completes)."""
+        self._stop_requested.set()

@@ -64,6 +64,7 @@ from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
 from streamstate.app.fetch_control import FetchControl
 from streamstate.app.metrics import ThreadMetrics
+from streamstate.app.sink_timestamps import SinkTimestampLimits
 from streamstate.app.state_directory import LockedTasks, is_lock_conflict
 from streamstate.app.state_updater import StateUpdater
 from streamstate.app.task import StreamTask, TransactionAbortedError, decode_partition_time
@@ -202,6 +203,11 @@ class StreamThread(threading.Thread):
         self.fetch = FetchControl(
             self.consumer, config.buffered_records_per_partition, name=self.name
         )
+        # Sink records the broker would refuse for their timestamp are refused here, before
+        # they could fail their batch or doom the transaction (app/sink_timestamps.py).
+        self._sink_limits = SinkTimestampLimits(
+            lambda: AdminClient(admin_config(servers, overrides=overrides))
+        )
         repartitions = topology.repartition_topics
         self._purger = RepartitionPurger(
             AdminClient(admin_config(servers, overrides=overrides)) if repartitions else None,
@@ -332,11 +338,16 @@ class StreamThread(threading.Thread):
         if self.eos and not self.in_transaction:
             if any(not t.restoring for t in self.tasks.values()):
                 self.txn.begin()
+        # The lags of every running partition, read here on the consumer's own thread and
+        # published for metrics() (fetch_control's module doc).
+        lags = self.fetch.publish_lags(
+            [tp for t in self.tasks.values() if not t.restoring for tp in t.partitions]
+        )
         starving = False
         for task in list(self.tasks.values()):
             if not task.restoring:
                 if len(task.partitions) > 1 and self._config.max_task_idle_ms >= 0:
-                    task.update_lags(self.fetch.lags(task.partitions))
+                    task.update_lags({tp: lags[tp] for tp in task.partitions if tp in lags})
                 done = task.process(_PROCESS_PER_TASK)
                 processed += done
                 # Records buffered but none processable: the task waits for another partition's
@@ -424,6 +435,7 @@ class StreamThread(threading.Thread):
                     self.producer,
                     self._global_stores,
                     position=self.fetch.position,
+                    sink_limits=self._sink_limits,
                 )
             except ProcessorStateError as exc:
                 if not is_lock_conflict(exc):
@@ -675,6 +687,11 @@ class StreamThread(threading.Thread):
             if failure is not None:
                 raise failure from exc
             remaining = len(self.producer)
+        if not remaining and not self.eos:
+            # Sink records refused with their batch are sent again alone before the commit
+            # (StreamTask.send_refused_alone): only the one the broker refuses is dropped.
+            for task in tasks:
+                task.send_refused_alone()
         if remaining:
             # The broker is away: the records stay queued (librdkafka retries them until
             # message.timeout.ms, after which a delivery error fails the task; under

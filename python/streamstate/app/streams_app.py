@@ -9,18 +9,31 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.global_thread import GlobalStreamThread
 from streamstate.app.handlers import StreamThreadExceptionResponse
+from streamstate.app.internal_topics import (
+    CHANGELOG_TOPIC_CONFIG,
+    internal_topic_config,
+    make_ready,
+)
 from streamstate.app.metrics import RestoreMetrics
 from streamstate.app.queries import ReadOnlyKeyValueStore
 from streamstate.app.state import State, StateListener, StateMachine
-from streamstate.app.state_directory import StateDirectoryLock, process_id
+from streamstate.app.state_directory import (
+    StateDirectoryCleaner,
+    StateDirectoryLock,
+    clean_app_dir,
+    process_id,
+)
 from streamstate.app.stream_thread import StreamThread, ThreadState
 from streamstate.app.topology import Topology
 from streamstate.clients.config import admin_config
+from streamstate.clients.kafka_errors import error_text
+from streamstate.clients.rdkafka_log import RDKAFKA_LOG
 from streamstate.errors import StreamsError
 from streamstate.processor.repartition import REPARTITION_TOPIC_CONFIG, plan_internal_topics
 from streamstate.state.restorer import StateRestoreListener
@@ -31,6 +44,8 @@ UncaughtExceptionHandler = Callable[[BaseException], StreamThreadExceptionRespon
 """``fn(exc) -> StreamThreadExceptionResponse``, told of each stream thread's death."""
 
 _log = logging.getLogger("streamstate.app")
+METADATA_TIMEOUT_S = 30.0
+"""How long :meth:`StreamsApp.start` waits for the cluster's metadata before it fails."""
 _WORKING = frozenset({State.REBALANCING, State.RUNNING, State.RESTORING})
 
 
@@ -81,6 +96,8 @@ class StreamsApp:
         self._lock = threading.RLock()
         self._global_stores: dict[str, Any] = {}
         self._directory_lock = StateDirectoryLock(self.config.app_dir())
+        # Deletes task directories no task holds (state.cleanup.delay.ms) while the client runs.
+        self._cleaner: StateDirectoryCleaner | None = None
         self.fatal_error: BaseException | None = None
         self.threads_replaced = 0
         # Read from the state directory at start() (under its lock): what names the stream
@@ -143,7 +160,9 @@ class StreamsApp:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Creates missing changelog topics, starts the global thread and the stream threads."""
+        """Creates missing internal topics (an existing one with the wrong partition count is a
+        :class:`~streamstate.errors.TopologyError` naming it), starts the global thread, the
+        stream threads and the state cleaner (``state.cleanup.delay.ms``)."""
         if self._machine.state is not State.CREATED:
             raise StreamsError(f"the client can only start once; it is {self.state.value}")
         # One client per state directory: a second one fails here, before touching a store.
@@ -167,6 +186,12 @@ class StreamsApp:
             global_stores = dict(self._global.stores)
         self._global_stores = global_stores
         self._threads = [self._new_thread(i) for i in range(self.config.num_stream_threads)]
+        self._cleaner = StateDirectoryCleaner(
+            self.config.app_dir(),
+            self.config.state_cleanup_delay_ms,
+            name=f"{self.config.client_id}-CleanupThread",
+        )
+        self._cleaner.start()
         if self._global is not None:
             self._global.start()
         for thread in self._threads:
@@ -238,10 +263,21 @@ class StreamsApp:
         self._update_state()
 
     def _prepare_topics(self) -> None:
+        servers = self.config.bootstrap_servers
+        # librdkafka's lines go to logging, rate-limited: against a dead address it would
+        # print a "Connection refused" line every few hundred ms until the timeout.
         admin = AdminClient(
-            admin_config(self.config.bootstrap_servers, overrides=self.config.overrides)
+            admin_config(servers, overrides=self.config.overrides, logger=RDKAFKA_LOG)
         )
-        metadata = admin.list_topics(timeout=30)
+        try:
+            metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            admin.poll(0)  # hands librdkafka's queued lines to logging
+            raise StreamsError(
+                f"no Kafka broker answered at bootstrap.servers={servers} within "
+                f"{METADATA_TIMEOUT_S:.0f} s ({error_text(exc)}): check the address and that "
+                "the broker runs"
+            ) from exc
         partitions = 0
         topology = self._bound
         if topology.is_graph:
@@ -253,26 +289,25 @@ class StreamsApp:
             if info is None or info.error is not None:
                 raise StreamsError(f"source topic {topic!r} does not exist", topic=topic)
             partitions = max(partitions, len(info.partitions))
-        replication = 1 if len(metadata.brokers) == 1 else -1
+        existing = {
+            name: len(info.partitions)
+            for name, info in metadata.topics.items()
+            if info.error is None
+        }
+        # replication.factor -1 is the broker's default.replication.factor, as in Kafka 3.0+.
+        replication = self.config.replication_factor
+        topic_configs = self.config.topic_configs
         changelog_partitions = {name: partitions for name in topology.stores}
         wanted = []
         if topology.is_graph:
-            internal = plan_internal_topics(
-                topology.graph(),
-                self.config.application_id,
-                {
-                    name: len(info.partitions)
-                    for name, info in metadata.topics.items()
-                    if info.error is None
-                },
-            )
+            internal = plan_internal_topics(topology.graph(), self.config.application_id, existing)
             changelog_partitions = internal.changelogs
             wanted += [
                 NewTopic(
                     topic,
                     num_partitions=count,
                     replication_factor=replication,
-                    config=dict(REPARTITION_TOPIC_CONFIG),
+                    config=internal_topic_config(REPARTITION_TOPIC_CONFIG, topic_configs, None),
                 )
                 for topic, count in internal.repartitions.items()
             ]
@@ -281,23 +316,16 @@ class StreamsApp:
                 spec.changelog_topic(self.config.application_id),
                 num_partitions=changelog_partitions[spec.name],
                 replication_factor=replication,
-                config=dict(spec.changelog_config or {"cleanup.policy": "compact"}),
+                config=internal_topic_config(
+                    CHANGELOG_TOPIC_CONFIG, topic_configs, spec.changelog_config
+                ),
             )
             for spec in self.topology.stores.values()
             if spec.logged
-            and spec.changelog_topic(self.config.application_id) not in metadata.topics
         ]
-        if not wanted:
-            return
-        for topic, future in admin.create_topics(wanted, operation_timeout=30).items():
-            try:
-                future.result(timeout=30)
-                _log.info("Created internal topic %r", topic)
-            except Exception as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise StreamsError(
-                        f"could not create internal topic {topic!r}: {exc}", topic=topic
-                    ) from exc
+        # Existing changelogs are checked too: one with another partition count than the
+        # topology needs fails here, naming it (Kafka's InternalTopicManager.makeReady).
+        make_ready(admin, wanted, existing)
 
     def _fail(self, thread: StreamThread | None, exc: BaseException) -> None:
         with self._lock:
@@ -312,6 +340,7 @@ class StreamsApp:
 
         def finish() -> None:
             self._join(None)
+            self._stop_cleaner()
             self._directory_lock.release()
             self._machine.transition(State.ERROR, only_from=frozenset({State.PENDING_ERROR}))
 
@@ -349,11 +378,35 @@ class StreamsApp:
             self._global.shutdown()
         done = self._join(timeout)
         if done:
+            self._stop_cleaner()
             self._directory_lock.release()
             self._machine.transition(
                 State.NOT_RUNNING, only_from=frozenset({State.PENDING_SHUTDOWN})
             )
         return done
+
+    def _stop_cleaner(self) -> None:
+        # Joined before the directory lock goes: no deletion runs once another client may own
+        # the directory. A run under way only deletes directories no task holds.
+        if self._cleaner is not None:
+            self._cleaner.shutdown()
+            self._cleaner.join()
+
+    def clean_up(self) -> None:
+        """Deletes this application's local state: every task's and global store's directory
+        under ``state.dir/application.id`` (Kafka's ``KafkaStreams.cleanUp()``); the next
+        start restores every store from its changelog. Only before :meth:`start` or after the
+        client stopped (``NOT_RUNNING``, ``ERROR``): otherwise a
+        :class:`~streamstate.errors.StreamsError`. A client of another process running on the
+        same directory makes it raise :class:`~streamstate.errors.ProcessorStateError`. The
+        process id stays, as Kafka keeps it."""
+        state = self.state
+        if state not in (State.CREATED, State.NOT_RUNNING, State.ERROR):
+            raise StreamsError(
+                f"cannot clean up the local state while it is running ({state.value}): close() "
+                "the client first"
+            )
+        clean_app_dir(self.config.app_dir())
 
     def __enter__(self) -> StreamsApp:
         """Starts the client."""
@@ -438,8 +491,8 @@ class StreamsApp:
             for task in tasks.values():
                 dropped += task.dropped_records()
             if thread.state is not ThreadState.DEAD:
-                running = [tp for t in tasks.values() if not t.restoring for tp in t.partitions]
-                for tp, lag in thread.fetch.lags(running).items():
+                # What the thread last published: the consumer is the stream thread's alone.
+                for tp, lag in thread.fetch.published_lags().items():
                     lags.setdefault(tp.topic, {})[tp.partition] = lag
         return {
             "state": self.state.value,

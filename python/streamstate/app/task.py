@@ -43,12 +43,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Message, Producer
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from streamstate.app import handlers
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
+from streamstate.app.sink_timestamps import SinkTimestampLimits, TimestampCheckedProducer
+from streamstate.app.state_directory import TASK_DIRECTORIES
 from streamstate.app.topology import Topology
 from streamstate.clients.kafka_errors import TransactionErrorKind, classify_transaction
 from streamstate.errors import (
@@ -83,6 +85,30 @@ _log = logging.getLogger("streamstate.app")
 # wrote version 1 (the partition time alone). Both carry the time in the same 8 bytes.
 _METADATA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
+
+
+# Broker errors that refuse a produce batch for what one record holds (a timestamp, a null key
+# on a compacted topic, its size): librdkafka fails every record of the batch with them, since
+# it cannot tell which one it was (Kafka's KIP-467 record errors are not exposed). Kafka drops
+# only the records its handler is asked about; sent again alone, the valid ones get through.
+_BATCH_REFUSALS = frozenset(
+    {
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_MSG,
+        KafkaError.MSG_SIZE_TOO_LARGE,
+    }
+)
+
+
+def _transaction_must_abort(exc: Exception) -> bool:
+    """Whether ``exc`` (raised by a send) says the producer's transaction must be aborted."""
+    if not isinstance(exc, KafkaException) or not exc.args:
+        return False
+    error = exc.args[0]
+    return isinstance(error, KafkaError) and (
+        error.code() == KafkaError._STATE or error.txn_requires_abort()
+    )
 
 
 def encode_partition_time(partition_time: int) -> str:
@@ -133,18 +159,24 @@ class StreamTask:
         *,
         position: Callable[[TopicPartition], int] | None = None,
         clock: Callable[[], int] | None = None,
+        sink_limits: SinkTimestampLimits | None = None,
     ) -> None:
         """Opens the task's stores; nothing is read or restored yet. ``task_id`` is the
         partition in the one-function form, a ``TaskId`` in a graph. ``position(tp)`` is the
         consumer's position in a source partition (negative when unknown), what a commit uses
         for a partition whose queue is empty. ``clock()`` is the time in ms of a graph's
         wall-clock punctuations, ``current_system_time_ms`` and ``max.task.idle.ms`` (the
-        system clock by default; the ``TopologyTestDriver`` passes its own)."""
+        system clock by default; the ``TopologyTestDriver`` passes its own). With
+        ``sink_limits`` a sink record whose timestamp the broker would refuse is not sent
+        (``app/sink_timestamps.py``)."""
         self.task_id = task_id
         self._position = position
         self._idle_clock: Callable[[], float] = clock or _monotonic_ms
         self._config = config
         self._producer = producer
+        sink_producer: Any = (
+            producer if sink_limits is None else TimestampCheckedProducer(producer, sink_limits)
+        )
         graph = topology.graph() if topology.is_graph else None
         app_id = config.application_id
         # (topic, key deserializer, value deserializer, timestamp extractor or None) per source
@@ -178,12 +210,16 @@ class StreamTask:
         self.group = PartitionGroup(queues)
         self._queues = queues
         self.directory = config.app_dir() / str(task_id)
+        # Before any store opens there: the state cleaner leaves a held directory alone.
+        TASK_DIRECTORIES.claim(self.directory, self)
         self.checkpoint_file = OffsetCheckpoint(self.directory / ".checkpoint")
         # Changelog offsets acknowledged by the broker: the checkpoint's content.
         self.changelog_offsets: dict[TopicPartition, int] = {}
         self.stores: dict[str, Any] = {}
         self.changelogs: dict[str, TopicPartition] = {}
         self._send_error: str | None = None
+        # At-least-once: sink records refused with their batch, to be sent again alone.
+        self._refused_with_batch: list[Message[Any, Any]] = []
         # Under exactly-once: a delivery error that dooms the transaction (see the module doc).
         self._txn_error: tuple[TransactionErrorKind, str] | None = None
         self._eos = config.exactly_once
@@ -237,7 +273,11 @@ class StreamTask:
         self._make_topology: Callable[[], ProcessorTopology] | None = None
         if graph is None:
             self.context: Any = ProcessorContext(
-                task_id, declared, frozenset(node.sinks), producer, on_send=self._on_sink_delivery
+                task_id,
+                declared,
+                frozenset(node.sinks),
+                sink_producer,
+                on_send=self._on_sink_delivery,
             )
             self._process = node.function
         else:
@@ -251,7 +291,7 @@ class StreamTask:
                 app_id,
                 declared,
                 global_views,
-                producer,
+                sink_producer,
                 lambda: self.group.stream_time,
                 self._on_sink_delivery,
                 **({"clock": clock} if clock is not None else {}),
@@ -376,7 +416,7 @@ class StreamTask:
             except StreamsError:
                 raise
             except Exception as exc:
-                self._on_processing_error(record, exc)
+                self._on_failed_send_or_processor(record, exc)
             # Partition time is the highest timestamp processed (Kafka 2.6+).
             if record.timestamp > processed_time.get(queue, NOT_KNOWN):
                 processed_time[queue] = record.timestamp
@@ -387,6 +427,19 @@ class StreamTask:
                 ready = self.ready()
         self._raise_if_failed()
         return done
+
+    def _on_failed_send_or_processor(self, record: Any, exc: Exception) -> None:
+        # A sink record the broker refused comes first: under exactly-once it leaves the
+        # transaction abortable, and the next send then fails inside the processor (_STATE),
+        # which is no fault of the processor's.
+        self._raise_if_failed()
+        if self._eos and _transaction_must_abort(exc):
+            self._producer.poll(0)  # the delivery reports that say why
+            self._raise_if_failed()
+            raise TransactionAbortedError(
+                f"task {self.task_id}: the transaction must be aborted ({exc})"
+            ) from exc
+        self._on_processing_error(record, exc)
 
     def _start_topology(self) -> ProcessorTopology:
         # Once the stores are restored: make the processors and call their init.
@@ -443,9 +496,50 @@ class StreamTask:
 
     def _on_sink_delivery(self, err: Any, msg: Any) -> None:
         """A sink record's delivery report, or ``err`` raised by ``produce`` (``msg`` then
-        names the topic only): the production exception handler decides."""
+        names the topic only): the production exception handler decides. Under at-least-once
+        a record the broker refused with its whole batch is first sent again alone
+        (:meth:`send_refused_alone`)."""
         if err is None or self._doomed_transaction(err):
             return
+        if (
+            not self._eos
+            and isinstance(msg, Message)
+            and isinstance(err, KafkaError)
+            and err.code() in _BATCH_REFUSALS
+        ):
+            self._refused_with_batch.append(msg)
+            return
+        self._on_sink_failure(err, msg)
+
+    def send_refused_alone(self) -> None:
+        """At-least-once, with the producer flushed (before a commit): sends each sink record
+        the broker refused with its batch again, alone, and waits for it, so that only the
+        record the broker refuses on its own reaches the production exception handler (see
+        :data:`_BATCH_REFUSALS`)."""
+        pending, self._refused_with_batch = self._refused_with_batch, []
+        for msg in pending:
+            topic = msg.topic()
+            if topic is None:
+                continue  # a delivery report always names its topic
+            kwargs: dict[str, Any] = {
+                "partition": msg.partition(),
+                "on_delivery": self._on_sent_alone,
+            }
+            kind, timestamp = msg.timestamp()
+            if kind != TIMESTAMP_NOT_AVAILABLE and timestamp >= 0:
+                kwargs["timestamp"] = timestamp
+            if headers := msg.headers():
+                kwargs["headers"] = headers
+            self._producer.produce(topic, msg.value(), msg.key(), **kwargs)
+            # Nothing else is in flight: the record is a batch of its own.
+            self._producer.flush(30)
+
+    def _on_sent_alone(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._on_sink_failure(err, msg)
+
+    def _on_sink_failure(self, err: Any, msg: Any) -> None:
+        """The production exception handler's decision on one refused sink record."""
         topic = msg.topic() if msg is not None else None
         partition = msg.partition() if msg is not None else None
         exc = err if isinstance(err, BaseException) else StreamsError(str(err))
@@ -454,7 +548,7 @@ class StreamTask:
             self.dropped += 1
             _log.warning(
                 "task %s: a record to topic %s partition %s was not written (%s); "
-                "default.production.exception.handler chose to continue: dropped",
+                "production.exception.handler chose to continue: dropped",
                 self.task_id,
                 topic,
                 partition,
@@ -600,3 +694,4 @@ class StreamTask:
                 store.close()
             except Exception:  # closing must go on for the others
                 _log.exception("task %s: closing store %r failed", self.task_id, store.name)
+        TASK_DIRECTORIES.release(self.directory, self)

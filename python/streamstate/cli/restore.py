@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -174,24 +175,60 @@ def _text(data: bytes) -> str:
         return data.hex()
 
 
-def _query(args: argparse.Namespace) -> int:
-    base = Path(args.state_dir) / args.store
-    if args.partition is not None:
-        directories = [store_directory(args.state_dir, args.store, args.partition)]
-        if not directories[0].is_dir():
-            raise FileNotFoundError(
-                f"no store {args.store!r} for partition {args.partition} in {args.state_dir} "
-                f"({directories[0]} does not exist)"
-            )
-    else:
-        if not base.is_dir():
-            raise FileNotFoundError(f"no store {args.store!r} in {args.state_dir} ({base})")
+_TASK_DIRECTORY = re.compile(r"^(?:(\d+)_)?(\d+)$")
+
+
+def _app_layout(state_dir: Path, store: str) -> list[tuple[int, Path]]:
+    """An app's ``state.dir/<application.id>`` layout: ``<task>/<store>`` per task, the task
+    ``<partition>`` (one-function form) or ``<subtopology>_<partition>`` (a graph), as
+    ``(partition, directory)`` in partition order."""
+    found = []
+    for task in state_dir.iterdir() if state_dir.is_dir() else []:
+        match = _TASK_DIRECTORY.match(task.name)
+        if match is not None and (task / store).is_dir():
+            found.append((int(match.group(2)), task / store))
+    return sorted(found)
+
+
+def _store_directories(state_dir: Path, store: str, partition: int | None) -> list[Path]:
+    """The directories of ``store``'s partitions (only ``partition``'s, when given) in either
+    layout: ``streamstate restore``'s ``DIR/NAME/<partition>``, or an app's
+    ``DIR/<task>/NAME`` (``DIR`` being ``state.dir/<application.id>``)."""
+    base = store_directory(state_dir, store, 0).parent  # refuses a name that is no plain one
+    if base.is_dir():
         directories = sorted(
-            (d for d in base.iterdir() if d.is_dir() and d.name.isdigit()),
-            key=lambda d: int(d.name),
+            ((int(d.name), d) for d in base.iterdir() if d.is_dir() and d.name.isdigit()),
         )
+        layout = f"{base}/<partition>"
+    else:
+        directories = _app_layout(state_dir, store)
+        layout = f"{state_dir}/<task>/{store}"
         if not directories:
-            raise FileNotFoundError(f"store {args.store!r} in {base} has no partitions")
+            hint = ""
+            if any(_app_layout(d, store) for d in _subdirectories(state_dir)):
+                hint = "; for an app's stores give its directory, state.dir/<application.id>"
+            raise FileNotFoundError(
+                f"no store {store!r} in {state_dir} (neither {base}/<partition> as "
+                f"`streamstate restore` writes it nor {layout} as an app does{hint})"
+            )
+    if partition is not None:
+        directories = [(p, d) for p, d in directories if p == partition]
+        if not directories:
+            raise FileNotFoundError(
+                f"no store {store!r} for partition {partition} in {state_dir} "
+                f"({layout.replace('<partition>', str(partition))} does not exist)"
+            )
+    if not directories:
+        raise FileNotFoundError(f"store {store!r} in {base} has no partitions")
+    return [d for _, d in directories]
+
+
+def _subdirectories(directory: Path) -> list[Path]:
+    return [d for d in directory.iterdir() if d.is_dir()] if directory.is_dir() else []
+
+
+def _query(args: argparse.Namespace) -> int:
+    directories = _store_directories(Path(args.state_dir), args.store, args.partition)
     key = None
     if args.key is not None:
         key = bytes.fromhex(args.key) if args.hex else args.key.encode("utf-8")
@@ -262,7 +299,12 @@ def add_commands(sub: Any) -> None:
     restore.add_argument("--json", action="store_true", help="print one JSON object")
     restore.set_defaults(run=_restore)
 
-    query = sub.add_parser("query", help="read a store restored by `streamstate restore`")
+    query = sub.add_parser(
+        "query",
+        help="read a store restored by `streamstate restore`, or a stopped app's",
+        description="Reads store NAME from DIR: DIR/NAME/<partition> as `streamstate restore` "
+        "writes it, or an app's directory state.dir/<application.id> (DIR/<task>/NAME).",
+    )
     query.add_argument("--state-dir", required=True, metavar="DIR")
     query.add_argument("--store", required=True, metavar="NAME")
     query.add_argument("--partition", type=int, metavar="P")

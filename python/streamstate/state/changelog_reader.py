@@ -129,13 +129,15 @@ class StoreChangelogReader:
        or the last stable offset with an ``isolation.level=read_committed`` consumer; the
        restoration never goes past it, even if the changelog grows meanwhile); a partition whose
        checkpoint is at the end, or whose changelog has never held a record (end 0), completes
-       at once without listener calls. A checkpoint *past* the end (the changelog was deleted
-       and re-created) wipes the store, which is then restored from the beginning. Otherwise
-       the consumer starts at the checkpoint + 1, or at the beginning of the log without a
-       checkpoint (with ``eos=True`` the store is wiped first, as Kafka Streams does under
-       exactly-once, since a store without a checkpoint may hold uncommitted writes); a
-       checkpoint below the log start (retention or ``delete_records`` removed those records)
-       wipes the store and restores it from the beginning. The listener's ``on_restore_start``
+       at once: its listener hears ``on_restore_start`` (start = end) then ``on_restore_end``
+       with 0 records, as Kafka Streams 2.6+ announces every changelog. A checkpoint *past*
+       the end (the changelog was deleted and re-created) wipes the store, which is then
+       restored from the beginning. Otherwise the consumer starts at the checkpoint + 1, or at
+       the beginning of the log without a checkpoint (with ``eos=True`` the store is wiped
+       first, as Kafka Streams does under exactly-once, since a store without a checkpoint may
+       hold uncommitted writes); a checkpoint below the log start (retention or
+       ``delete_records`` removed those records) wipes the store and restores it from the
+       beginning. The listener's ``on_restore_start``
        then receives the real start offset and the end offset.
     2. polls once (``consume`` with ``poll_ms`` as timeout, at least ``max_poll_records``
        records) and applies each partition's records below its end offset in one write batch
@@ -433,6 +435,8 @@ class StoreChangelogReader:
 
         if end == 0 or (checkpoint is not None and checkpoint + 1 >= end):
             changelog.position = checkpoint + 1 if checkpoint is not None else end
+            changelog.start = changelog.position
+            changelog.total_restored = 0
             changelog.phase = _Phase.COMPLETED
             _log.debug(
                 "Nothing to restore for store %r from changelog topic %r partition %d "
@@ -443,6 +447,11 @@ class StoreChangelogReader:
                 checkpoint,
                 end,
             )
+            # Kafka Streams 2.6+ (StoreChangelogReader.prepareChangelogs, then
+            # restoreChangelog's hasRestoredToEnd) announces every active changelog, so a
+            # listener hears start and end (0 records) for this one too.
+            self._notify(changelog, "restore start", "on_restore_start", changelog.position, end)
+            self._notify(changelog, "restore end", "on_restore_end", 0)
             return
 
         if checkpoint is not None and checkpoint + 1 < low:

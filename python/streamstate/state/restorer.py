@@ -26,7 +26,8 @@ class StateRestoreListener:
     batch applied to the store, and :meth:`on_restore_end` once when the store has caught up
     (or :meth:`on_restore_suspended` if the partition is removed before that).
     A partition with nothing to restore (its checkpoint is at the end, or the changelog has never
-    held a record) completes without any call. If the store has to be wiped and restored from
+    held a record) hears :meth:`on_restore_start` (start = end), then :meth:`on_restore_end` with
+    0 records, as in Kafka Streams 2.6+. If the store has to be wiped and restored from
     the beginning while restoring (its position fell out of the log), :meth:`on_restore_start`
     is called again with the new start. An exception raised here stops
     :meth:`~streamstate.StoreChangelogReader.restore` as a

@@ -44,6 +44,7 @@ from streamstate.state.stores import PersistentKeyValueStore, holds_data, wipe_s
 
 __all__ = [
     "CHECKPOINT_FILE",
+    "METADATA_TIMEOUT_S",
     "PartitionRestoreResult",
     "read_checkpoint",
     "restore_topic",
@@ -56,6 +57,8 @@ __all__ = [
 _log = logging.getLogger("streamstate.topic_restore")
 
 CHECKPOINT_FILE = ".checkpoint"
+METADATA_TIMEOUT_S = 30.0
+"""How long a restore waits for the topic's metadata before it fails naming the servers."""
 # Records a restore consumer poll may return at once: large batches amortize the Python side
 # of each write batch (Kafka Streams' 1,000 is the reader's minimum).
 _MAX_POLL_RECORDS = 10_000
@@ -94,13 +97,15 @@ def store_directory(state_dir: str | Path, store_name: str, partition: int) -> P
 def topic_partitions(
     bootstrap_servers: str,
     topic: str,
-    timeout_s: float = 30.0,
+    timeout_s: float | None = None,
     client_config: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """The partition numbers of ``topic``, from the cluster's metadata; raises
     :class:`~streamstate.errors.StreamsError` naming the topic when it does not exist.
     ``client_config``'s connection settings (``security.protocol``, ``sasl.*``, ``ssl.*``)
-    are used to reach the cluster."""
+    are used to reach the cluster. ``timeout_s`` defaults to :data:`METADATA_TIMEOUT_S`."""
+    if timeout_s is None:
+        timeout_s = METADATA_TIMEOUT_S
     settings = connection_settings(client_config or {})
     # A metadata request naming a topic lets a broker with auto.create.topics.enable (Kafka's
     # default) create it: a restore must never create topics, so creation is disallowed here.

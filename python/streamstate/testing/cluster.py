@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamstate.testing._closing import Closing
@@ -105,12 +105,14 @@ class KafkaTestCluster(Closing):
         partitions: int = 1,
         config: Mapping[str, str] | None = None,
         timeout: float = 30.0,
+        exist_ok: bool = False,
     ) -> str:
         """Create a topic (replication factor 1) and return its name.
 
         ``name=None`` picks a unique ``test-<hex>`` name. ``config`` sets topic configs such as
-        ``{"cleanup.policy": "compact"}``. Returns once every partition has a leader in the
-        broker's metadata.
+        ``{"cleanup.policy": "compact"}``. With ``exist_ok`` a topic of that name that exists
+        already is kept as it is (an example run twice, say). Returns once every partition has
+        a leader in the broker's metadata.
         """
         topic = name if name is not None else f"test-{uuid.uuid4().hex[:12]}"
         new_topic = NewTopic(
@@ -119,6 +121,12 @@ class KafkaTestCluster(Closing):
         futures = self.admin.create_topics([new_topic], operation_timeout=timeout)
         try:
             futures[topic].result(timeout=timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            exists = getattr(error, "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS
+            if not (exist_ok and exists):
+                raise LocalKafkaError(f"could not create topic {topic!r}: {exc}") from exc
+            partitions = len(self.partitions(topic, timeout=timeout))
         except Exception as exc:
             raise LocalKafkaError(f"could not create topic {topic!r}: {exc}") from exc
         deadline = time.monotonic() + timeout
