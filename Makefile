@@ -63,8 +63,9 @@ lint: $(VENV)/.deps ## rustfmt, clippy, ruff, mypy
 	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy
 
-test-rust: ## cargo test of the pure-Rust core and of the changelog fetch (librdkafka mock cluster)
+test-rust: ## cargo test of the pure-Rust crates (core, streams group protocol) and of the changelog fetch (librdkafka mock cluster)
 	cargo test -p streamstate-core --locked
+	cargo test -p streamstate-group --locked
 	cargo test --release -p streamstate-fetch --locked
 
 # The benchmarks' peers outside Python: Kafka Streams itself (jars fetched by Maven into $(CACHE),

@@ -24,6 +24,7 @@ __all__ = [
     "RestoredBatch",
     "StampedRecord",
     "Stamper",
+    "StreamsGroupMember",
     "__version__",
     "_panic_for_test",
     "build_profile",
@@ -408,3 +409,73 @@ class PartitionRestore:
     def error(self) -> Any: ...
     @property
     def error_offset(self) -> int | None: ...
+
+# StreamsGroupMember: the Streams rebalance protocol's member (KIP-1071), in streams_group.rs.
+_TopicInfoArg = tuple[str, int, int, list[tuple[str, str]]]
+_SubtopologyArg = tuple[
+    str,
+    list[str],
+    list[str],
+    list[_TopicInfoArg],
+    list[str],
+    list[_TopicInfoArg],
+    list[tuple[list[int], list[int], list[int]]],
+]
+_TaskList = list[tuple[str, int]]
+_TasksTuple = tuple[_TaskList, _TaskList, _TaskList]
+
+@final
+class StreamsGroupMember:
+    def __new__(
+        cls,
+        bootstrap_servers: str,
+        group_id: str,
+        process_id: str,
+        topology_epoch: int,
+        subtopologies: list[_SubtopologyArg],
+        *,
+        client_id: str = ...,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = 300000,
+        user_endpoint: tuple[str, int] | None = None,
+        client_tags: list[tuple[str, str]] = ...,
+        request_timeout_ms: int = 30000,
+        security_protocol: str = ...,
+    ) -> StreamsGroupMember: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def member_epoch(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def heartbeat_version(self) -> int | None: ...
+    def heartbeat(
+        self, active: _TaskList, standby: _TaskList, warmup: _TaskList
+    ) -> tuple[
+        int,
+        _TasksTuple,
+        _TasksTuple,
+        _TasksTuple,
+        bool,
+        list[tuple[str, str]],
+        int,
+        bool,
+        str | None,
+    ]: ...
+    def leave(self) -> None: ...
+    def endpoints(
+        self,
+    ) -> list[tuple[tuple[str, int], list[tuple[str, list[int]]], list[tuple[str, list[int]]]]]: ...
+    def describe(
+        self,
+    ) -> tuple[
+        str,
+        int,
+        int,
+        int | None,
+        list[tuple[str, int, str, tuple[str, int] | None, _TasksTuple, _TasksTuple]],
+    ]: ...
+    def request_shutdown(self) -> None: ...
+    def _set_member_epoch_for_test(self, epoch: int) -> None: ...

@@ -19,6 +19,7 @@ mod records;
 mod serde;
 mod stamp;
 mod stores;
+mod streams_group;
 
 /// `"release"` or `"debug"`: benchmarks refuse to report numbers of a debug build.
 #[pyfunction]
@@ -51,5 +52,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stores::register(m)?;
     fetch::register(m)?;
     poll::register(m)?;
+    streams_group::register(m)?;
     Ok(())
 }

@@ -1,0 +1,241 @@
+//! Connections to brokers: a small [`Connector`] trait so that TLS and SASL can come later
+//! without touching the protocol code, and [`Connection`], which frames requests.
+//!
+//! Only `PLAINTEXT` is implemented: the streams group protocol is new, and the first users run
+//! it against local and test clusters. Other security protocols are refused with a clear error
+//! rather than failing in the middle of a handshake.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use crate::error::GroupError;
+use crate::messages::{self, api, ApiVersions};
+
+/// A byte stream to a broker.
+pub trait Transport: Read + Write + Send {}
+
+impl Transport for TcpStream {}
+
+/// Opens transports to brokers.
+pub trait Connector: Send + Sync {
+    /// A connected transport to `host:port`, with `timeout` on connect, reads and writes.
+    fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<Box<dyn Transport>, GroupError>;
+}
+
+/// Plain TCP (`security.protocol=PLAINTEXT`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PlaintextConnector;
+
+impl PlaintextConnector {
+    /// The connector for `security.protocol`; anything but `PLAINTEXT` is refused for now.
+    pub fn for_security_protocol(protocol: &str) -> Result<Self, GroupError> {
+        if protocol.eq_ignore_ascii_case("PLAINTEXT") {
+            Ok(PlaintextConnector)
+        } else {
+            Err(GroupError::Config(format!(
+                "group.protocol=streams supports security.protocol=PLAINTEXT only for now, not \
+                 {protocol}: set group.protocol=classic to use SASL or SSL"
+            )))
+        }
+    }
+}
+
+impl Connector for PlaintextConnector {
+    fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<Box<dyn Transport>, GroupError> {
+        let broker = format!("{host}:{port}");
+        let io = |source| GroupError::Io {
+            broker: broker.clone(),
+            source,
+        };
+        let mut last = None;
+        for addr in (host, port).to_socket_addrs().map_err(io)? {
+            match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(stream) => {
+                    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+                    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+                    // Heartbeats are small and latency-bound.
+                    stream.set_nodelay(true).map_err(io)?;
+                    return Ok(Box::new(stream));
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(io(last.unwrap_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
+        })))
+    }
+}
+
+/// Parses `host:port`.
+pub fn parse_host_port(s: &str) -> Result<(String, u16), GroupError> {
+    let s = s.trim();
+    let bad = || GroupError::Config(format!("bootstrap server {s:?} is not host:port"));
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let port = port.parse().map_err(|_| bad())?;
+    Ok((
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+        port,
+    ))
+}
+
+/// One connection to one broker: sends a request and waits for its response (no pipelining:
+/// a member has at most one heartbeat in flight, as Kafka's clients do).
+pub struct Connection {
+    stream: Box<dyn Transport>,
+    /// `host:port`, for messages.
+    pub broker: String,
+    client_id: String,
+    next_correlation_id: i32,
+    /// The broker's API versions, asked once per connection.
+    pub versions: ApiVersions,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("broker", &self.broker)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Connects and asks the broker's API versions.
+    pub fn open(
+        connector: &dyn Connector,
+        host: &str,
+        port: u16,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<Self, GroupError> {
+        let stream = connector.connect(host, port, timeout)?;
+        let mut conn = Connection {
+            stream,
+            broker: format!("{host}:{port}"),
+            client_id: client_id.to_owned(),
+            next_correlation_id: 0,
+            versions: ApiVersions::default(),
+        };
+        let body = conn.send(
+            api::API_VERSIONS,
+            messages::API_VERSIONS_VERSION,
+            &messages::encode_api_versions_request(),
+        )?;
+        conn.versions = messages::decode_api_versions_response(&body)?;
+        Ok(conn)
+    }
+
+    /// The `StreamsGroupHeartbeat` version to use with this broker, or the error that says the
+    /// broker has no streams groups.
+    pub fn heartbeat_version(&self) -> Result<i16, GroupError> {
+        match self.versions.range(api::STREAMS_GROUP_HEARTBEAT) {
+            Some((lo, hi)) if lo <= messages::MAX_HEARTBEAT_VERSION => {
+                Ok(hi.min(messages::MAX_HEARTBEAT_VERSION))
+            }
+            _ => Err(GroupError::Unsupported(format!(
+                "the broker at {} does not support the streams rebalance protocol (KIP-1071; \
+                 Kafka 4.2+ with streams groups enabled, its streams.version feature is {}): set \
+                 group.protocol=classic",
+                self.broker,
+                self.versions.feature_level("streams.version")
+            ))),
+        }
+    }
+
+    /// Sends one request and returns the response body (response header stripped).
+    pub fn send(&mut self, api_key: i16, version: i16, body: &[u8]) -> Result<Vec<u8>, GroupError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let request = messages::frame(api_key, version, correlation_id, &self.client_id, body);
+        let broker = self.broker.clone();
+        let io = |source| GroupError::Io {
+            broker: broker.clone(),
+            source,
+        };
+        self.stream.write_all(&request).map_err(io)?;
+        self.stream.flush().map_err(io)?;
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).map_err(io)?;
+        let size = i32::from_be_bytes(size);
+        if !(4..=64 * 1024 * 1024).contains(&size) {
+            return Err(GroupError::Malformed(format!(
+                "response frame of {size} bytes from {}",
+                self.broker
+            )));
+        }
+        let mut frame = vec![0u8; size as usize];
+        self.stream.read_exact(&mut frame).map_err(io)?;
+        let got = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        if got != correlation_id {
+            return Err(GroupError::Malformed(format!(
+                "correlation id {got} from {}, expected {correlation_id}",
+                self.broker
+            )));
+        }
+        // Response header v0 for ApiVersions (so that any client can read it), v1 (with tagged
+        // fields) for every flexible response.
+        let mut r = crate::wire::Reader::new(&frame[4..], "response header");
+        if api_key != api::API_VERSIONS {
+            r.skip_tagged_fields()?;
+        }
+        let body_start = 4 + r.position();
+        Ok(frame[body_start..].to_vec())
+    }
+
+    /// Finds the coordinator of `group_id`: `(host, port)`.
+    pub fn find_coordinator(&mut self, group_id: &str) -> Result<(String, u16), GroupError> {
+        let version = match self.versions.range(api::FIND_COORDINATOR) {
+            Some((_, hi)) if hi >= 4 => hi.min(6),
+            _ => {
+                return Err(GroupError::Unsupported(format!(
+                    "the broker at {} lacks FindCoordinator v4+ (Kafka 3.0+)",
+                    self.broker
+                )))
+            }
+        };
+        let body = self.send(
+            api::FIND_COORDINATOR,
+            version,
+            &messages::encode_find_coordinator_request(group_id),
+        )?;
+        let (_, host, port) = messages::decode_find_coordinator_response(&body)?;
+        let port = u16::try_from(port)
+            .map_err(|_| GroupError::Malformed(format!("coordinator port {port}")))?;
+        Ok((host, port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plaintext_is_accepted() {
+        assert!(PlaintextConnector::for_security_protocol("plaintext").is_ok());
+        let err = PlaintextConnector::for_security_protocol("SASL_SSL").unwrap_err();
+        assert!(err.to_string().contains("PLAINTEXT only"), "{err}");
+        assert!(err.to_string().contains("group.protocol=classic"), "{err}");
+    }
+
+    #[test]
+    fn host_port_parses() {
+        assert_eq!(
+            parse_host_port(" 127.0.0.1:9092").unwrap(),
+            ("127.0.0.1".to_owned(), 9092)
+        );
+        assert_eq!(parse_host_port("[::1]:9").unwrap(), ("::1".to_owned(), 9));
+        assert!(parse_host_port("nohost").is_err());
+    }
+}
