@@ -13,6 +13,11 @@ CACHE ?= $(HOME)/.cache/streamstate
 PY := $(VENV)/bin/python
 # The Quix Streams peer benchmark runs in a virtualenv of its own (its confluent-kafka pin).
 VENV_QUIX ?= .venv-quix
+# The Spark suites run twice: on the oldest supported pyspark (constraints.txt, in $(VENV)) and on
+# the newest (here, in a venv of its own with constraints.txt's other pins); the two ends of the
+# `spark` extra's range, which streamstate.spark._session.TESTED_SPARK_VERSIONS lists.
+SPARK_NEWEST := 4.2.0
+VENV_SPARK_NEWEST ?= .venv-spark-$(SPARK_NEWEST)
 export STREAMSTATE_QUIX_PYTHON := $(abspath $(VENV_QUIX)/bin/python)
 # Rust build output lives in the cache: a fresh clone then rebuilds only what changed.
 export CARGO_TARGET_DIR ?= $(CACHE)/target
@@ -26,10 +31,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # constraints.txt; the extension itself is built by maturin (target `build`).
 DEPS := confluent-kafka pyarrow pyspark pandas maturin pytest pytest-benchmark hypothesis ruff mypy
 
-.PHONY: help setup build demo test check lint test-rust test-python bench bench-quick kstreams clean chaos-full
+.PHONY: help setup build demo test check lint test-rust test-python test-spark-newest wheel bench bench-quick kstreams clean chaos-full
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 $(VENV)/.deps: constraints.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "streamstate needs Python >= 3.10, got " + sys.version'
@@ -39,6 +44,15 @@ $(VENV)/.deps: constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt $(DEPS)
+	touch $@
+
+# pyspark and py4j (pyspark's own pin) come from the newest pyspark; the rest from constraints.txt.
+$(VENV_SPARK_NEWEST)/.deps: constraints.txt pyproject.toml $(VENV)/.deps
+	test -x $(VENV_SPARK_NEWEST)/bin/python || $(PYTHON) -m venv $(VENV_SPARK_NEWEST)
+	$(VENV_SPARK_NEWEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_SPARK_NEWEST)/bin/python -m pip install -q \
+	  -c <(grep -v -E '^(pyspark|py4j)==' constraints.txt) pyspark==$(SPARK_NEWEST) \
+	  confluent-kafka pyarrow pandas numpy pytest pytest-benchmark hypothesis
 	touch $@
 
 $(VENV_QUIX)/.deps: constraints-quix.txt
@@ -51,6 +65,22 @@ setup: build ## create .venv, install the pinned dependencies, build the extensi
 
 build: $(VENV)/.deps ## (re)build the Rust extension in release mode into .venv
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked -q
+
+# The wheel for clusters (README, "Building and shipping a wheel"): the `dist` profile (fat LTO),
+# OpenSSL and zlib built in (feature `vendored`), linked by zig against glibc 2.28's symbols so
+# that the wheel is manylinux_2_28 whatever glibc this machine has. zig and auditwheel come from
+# PyPI into $(VENV); maturin runs zig through `python -m ziglang` of the PATH's python. A first
+# build costs ~11 min of CPU (OpenSSL included); cargo's cache ($(CARGO_TARGET_DIR)) then
+# rebuilds what changed (a change to the binding crate: ~2 min of CPU, mostly the LTO link).
+$(VENV)/.wheel-tools: $(VENV)/.deps
+	$(PY) -m pip install -q -c constraints.txt ziglang auditwheel
+	touch $@
+
+wheel: $(VENV)/.wheel-tools ## build dist/streamstate-*.whl: abi3, manylinux_2_28, self-contained
+	rm -f dist/streamstate-*.whl
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/maturin build --profile dist --zig \
+	  --compatibility manylinux_2_28 --features vendored --locked -i $(PY) --out dist
+	$(VENV)/bin/auditwheel show dist/streamstate-*.whl
 
 demo: setup ## set up, start the local Kafka and run the end-to-end tour
 	$(VENV)/bin/streamstate demo
@@ -76,9 +106,22 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 	$(PY) -m benches._kstreams prepare
 
-test-python: build kstreams ## every pytest suite: unit, integration (real Kafka), spark (real Spark)
+test-python: build kstreams wheel ## every pytest suite: unit, integration (real Kafka), spark (real Spark), the wheel
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
-	$(VENV)/bin/pytest tests
+	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests
+
+# Only tests/spark here: the rest does not depend on pyspark's version, and CI's time is bounded.
+# streamstate itself is $(VENV)'s editable install (maturin develop's .pth and metadata), copied:
+# the extension `make build` put into python/streamstate is abi3, so this venv's CPython loads
+# it, and a second maturin develop would rebuild the Rust crates for the other interpreter.
+test-spark-newest: build $(VENV_SPARK_NEWEST)/.deps ## the Spark suites on the newest supported pyspark
+	site_new="$$($(VENV_SPARK_NEWEST)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"; \
+	site_dev="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"; \
+	rm -rf "$$site_new"/streamstate-*.dist-info; \
+	cp -r "$$site_dev"/streamstate.pth "$$site_dev"/streamstate-*.dist-info "$$site_new"/
+	PYSPARK_PYTHON="$(abspath $(VENV_SPARK_NEWEST))/bin/python" \
+	PYSPARK_DRIVER_PYTHON="$(abspath $(VENV_SPARK_NEWEST))/bin/python" \
+	  $(VENV_SPARK_NEWEST)/bin/pytest tests/spark
 
 chaos-full: build ## the chaos scenarios at full size (a 1M-record backlog, 24 SIGKILLs; prints peak RSS)
 	STREAMSTATE_CHAOS_FULL=1 $(VENV)/bin/pytest tests/chaos -s -q
@@ -92,9 +135,9 @@ bench: build kstreams $(VENV_QUIX)/.deps ## the full benchmark suite (1M records
 	$(VENV)/bin/pytest benches --benchmark-enable --benchmark-group-by=group \
 	  --benchmark-columns=min,median,mean,rounds --benchmark-sort=mean
 
-test: lint test-rust test-python bench-quick ## set up and run everything CI runs
+test: lint test-rust test-python test-spark-newest bench-quick ## set up and run everything CI runs
 	@echo "all checks passed"
 
 clean: ## remove the venv and build output (the download cache stays)
-	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_SPARK_NEWEST) dist .pytest_cache .mypy_cache .ruff_cache
 	cargo clean

@@ -29,13 +29,23 @@ def test_an_unresolvable_connector_names_the_fix(
     assert not (tmp_path / "spark-kafka" / _NOWHERE / ".resolved").exists()
 
 
-def test_the_installed_pyspark_is_one_the_spark_extra_allows() -> None:
+def test_the_installed_pyspark_is_one_ci_tests() -> None:
+    # Each of the two venvs `make test` runs this suite in has one end of the range.
     assert pyspark.__version__ in TESTED_SPARK_VERSIONS
 
 
-def test_the_spark_extra_allows_exactly_the_tested_versions() -> None:
-    # The installed package's metadata, built from pyproject.toml's extras.
+def test_the_spark_extra_is_the_range_between_the_tested_ends() -> None:
+    # The installed package's metadata, built from pyproject.toml's extras: a range (so the extra
+    # keeps a user's pyspark of that range instead of replacing it) from the oldest tested
+    # version to the newest, and nothing beyond.
     requirements = importlib.metadata.requires("streamstate") or []
-    pins = [r.split(";")[0].strip() for r in requirements if r.startswith("pyspark")]
-    assert pins == [f"pyspark=={v}" for v in TESTED_SPARK_VERSIONS]
+    specs = [r.split(";")[0].strip() for r in requirements if r.startswith("pyspark")]
     assert all("extra == 'spark'" in r for r in requirements if r.startswith("pyspark"))
+    assert len(specs) == 1
+    bounds = sorted(specs[0].removeprefix("pyspark").split(","))
+    assert bounds == [f"<={TESTED_SPARK_VERSIONS[-1]}", f">={TESTED_SPARK_VERSIONS[0]}"]
+
+
+def test_the_makefile_tests_the_newest_version() -> None:
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    assert f"SPARK_NEWEST := {TESTED_SPARK_VERSIONS[-1]}\n" in makefile

@@ -120,7 +120,7 @@ def to_chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def spark_arrow_schema(spark: Any, schema: Any) -> pa.Schema:
     """The Arrow schema Spark expects back from ``mapInArrow`` for the Spark ``schema``
     (large binary/string types when ``spark.sql.execution.arrow.useLargeVarTypes`` is on)."""
-    from pyspark.sql.pandas.types import to_arrow_type
+    from streamstate.spark._pyspark_compat import to_arrow_type
 
     setting = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
     large = str(setting).strip().lower() == "true"

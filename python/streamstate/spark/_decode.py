@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from streamstate._core import decode_kafka_batch
+from streamstate.spark._pyspark_compat import quiet_pandas3_warning
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -78,4 +79,5 @@ def decode_kafka_columns(df: DataFrame, *, key: str = "bytes", value: str = "byt
         for batch in batches:
             yield decode_kafka_batch(batch, key, value)
 
-    return columns.mapInArrow(decode, schema)
+    with quiet_pandas3_warning():
+        return columns.mapInArrow(decode, schema)

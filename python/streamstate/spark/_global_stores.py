@@ -10,11 +10,13 @@ per worker and afterwards only the records added since the last task.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from confluent_kafka import Consumer
 
 from streamstate.changelog import StateRestorer, StoreChangelogReader, restore_consumer_config
+from streamstate.clients.config import connection_settings
 from streamstate.records import TopicPartition
 from streamstate.stores import InMemoryKeyValueStore
 from streamstate.topic_restore import topic_partitions
@@ -35,20 +37,29 @@ class _Copy:
 class GlobalStoreCopies:
     """The global store copies of this Python worker for one Kafka cluster."""
 
-    _by_servers: ClassVar[dict[str, GlobalStoreCopies]] = {}
+    _by_cluster: ClassVar[dict[tuple[str, tuple[tuple[str, str], ...]], GlobalStoreCopies]] = {}
 
-    def __init__(self, bootstrap_servers: str) -> None:
-        """Copies read from ``bootstrap_servers``; use :meth:`for_servers`."""
+    def __init__(self, bootstrap_servers: str, settings: Mapping[str, Any] | None = None) -> None:
+        """Copies read from ``bootstrap_servers``, reached with the connection settings
+        (``security.protocol``, ``sasl.*``, ``ssl.*``) of ``settings``; use :meth:`for_servers`.
+        """
         self._servers = bootstrap_servers
+        self._connection = connection_settings(settings or {})
         self._consumer: Consumer | None = None
         self._copies: dict[tuple[str, str], _Copy] = {}
 
     @classmethod
-    def for_servers(cls, bootstrap_servers: str) -> GlobalStoreCopies:
-        """This worker's copies for the cluster at ``bootstrap_servers``."""
-        copies = cls._by_servers.get(bootstrap_servers)
+    def for_servers(
+        cls, bootstrap_servers: str, settings: Mapping[str, Any] | None = None
+    ) -> GlobalStoreCopies:
+        """This worker's copies for the cluster at ``bootstrap_servers`` as reached with
+        ``settings``' connection settings (the app config's global consumer's: a secured
+        cluster's listener needs them, and other credentials get copies of their own)."""
+        connection = connection_settings(settings or {})
+        key = (bootstrap_servers, tuple(sorted((k, str(v)) for k, v in connection.items())))
+        copies = cls._by_cluster.get(key)
         if copies is None:
-            copies = cls._by_servers[bootstrap_servers] = cls(bootstrap_servers)
+            copies = cls._by_cluster[key] = cls(bootstrap_servers, connection)
         return copies
 
     def caught_up(self, name: str, topic: str) -> InMemoryKeyValueStore:
@@ -57,11 +68,11 @@ class GlobalStoreCopies:
         if copy is None:
             copy = self._copies[(name, topic)] = _Copy(name, topic)
         if self._consumer is None:
-            self._consumer = Consumer(restore_consumer_config(self._servers))
+            self._consumer = Consumer(restore_consumer_config(self._servers, **self._connection))
         reader = StoreChangelogReader(self._consumer)
         restorers = {
             p: StateRestorer(TopicPartition(topic, p), copy.store, copy.applied.get(p))
-            for p in topic_partitions(self._servers, topic)
+            for p in topic_partitions(self._servers, topic, client_config=self._connection)
         }
         for restorer in restorers.values():
             reader.register(restorer)

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.task import encode_partition_time
+from streamstate.clients.config import CONSUMER_PREFIX, connection_settings
 from streamstate.errors import StreamsError
 from streamstate.records import NOT_KNOWN, TopicPartition
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["hand_over"]
+__all__ = ["commit_consumer_config", "hand_over"]
 
 
 def hand_over(
@@ -33,8 +34,9 @@ def hand_over(
 ) -> dict[tuple[str, int], int]:
     """Commits the offsets a stopped ``process`` query has processed for ``application.id``.
 
-    ``checkpoint_location`` is the query's; ``config`` the ``StreamsApp``'s (``application.id``
-    and ``bootstrap.servers`` are used). No member of the group may be running: Kafka refuses
+    ``checkpoint_location`` is the query's; ``config`` the ``StreamsApp``'s (``application.id``,
+    ``bootstrap.servers`` and the main consumer's connection settings, ``security.protocol``,
+    ``sasl.*``, ``ssl.*``, are used). No member of the group may be running: Kafka refuses
     commits from outside an active group. Returns ``{(topic, partition): offset committed}``;
     a partition the query has read nothing of is left as it is.
     """
@@ -60,13 +62,7 @@ def hand_over(
             committed[(topic, partition)] = next_offset
     if not offsets:
         return committed
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cfg.bootstrap_servers,
-            "group.id": cfg.application_id,
-            "enable.auto.commit": False,
-        }
-    )
+    consumer = Consumer(commit_consumer_config(cfg))
     try:
         consumer.commit(offsets=offsets, asynchronous=False)
     except KafkaException as exc:
@@ -93,3 +89,16 @@ def _queues_column(schema: StructType) -> str | None:
     if isinstance(nested, StructType) and "queues" in nested.fieldNames():
         return "value.groupState.queues"
     return None
+
+
+def commit_consumer_config(cfg: StreamsConfig) -> dict[str, Any]:
+    """The consumer ``hand_over`` commits with: the group ``application.id``, reached with the
+    connection settings (``security.protocol``, ``sasl.*``, ``ssl.*``) of the app's main
+    consumer, which commits for that group when the app runs: a secured cluster's listener
+    accepts nothing less."""
+    return {
+        **connection_settings(cfg.overrides.get(CONSUMER_PREFIX, {})),
+        "bootstrap.servers": cfg.bootstrap_servers,
+        "group.id": cfg.application_id,
+        "enable.auto.commit": False,
+    }

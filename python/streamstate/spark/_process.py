@@ -36,6 +36,7 @@ from streamstate.app.context import (
     call_processor,
 )
 from streamstate.app.topology import Topology
+from streamstate.clients.config import GLOBAL_CONSUMER_PREFIX
 from streamstate.errors import StreamsError, TopologyError
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import NOT_KNOWN, TopicPartition
@@ -51,6 +52,7 @@ from streamstate.spark._chunks import (
 )
 from streamstate.spark._global_stores import GlobalStoreCopies
 from streamstate.spark._metrics import DEFAULT, DROP_REASONS, observe_drops, resolve_observation
+from streamstate.spark._pyspark_compat import quiet_pandas3_warning
 from streamstate.stores import InMemoryKeyValueStore, process_next
 
 if TYPE_CHECKING:
@@ -250,7 +252,10 @@ class _Task:
             if spec.name in node.stores:
                 declared[spec.name] = wrapped
         if self.global_topics:
-            copies = GlobalStoreCopies.for_servers(self.config.bootstrap_servers)
+            copies = GlobalStoreCopies.for_servers(
+                self.config.bootstrap_servers,
+                self.config.overrides.get(GLOBAL_CONSUMER_PREFIX, {}),
+            )
             for name, topic in self.global_topics.items():
                 declared[name] = ReadOnlyStoreView(copies.caught_up(name, topic))
         ctx = ProcessorContext(task_id, declared, frozenset(node.sinks), rows)  # type: ignore[arg-type]
@@ -394,20 +399,21 @@ def process(
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import StructType, _parse_datatype_string
 
-    processed = (
-        df.select(*_SOURCE_COLUMNS)
-        .mapInArrow(to_chunks, CHUNK_DDL)
-        .groupBy("partition")
-        .applyInPandasWithState(
-            task.run, _OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout
+    with quiet_pandas3_warning():
+        processed = (
+            df.select(*_SOURCE_COLUMNS)
+            .mapInArrow(to_chunks, CHUNK_DDL)
+            .groupBy("partition")
+            .applyInPandasWithState(
+                task.run, _OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout
+            )
         )
-    )
-    if observation is not None:
-        processed = observe_drops(processed, observation, DROP_REASONS)
-    schema = _parse_datatype_string(OUTPUT_DDL)
-    assert isinstance(schema, StructType)
-    expected = spark_arrow_schema(df.sparkSession, schema)
-    return processed.select("chunk").mapInArrow(unpack_chunks(expected), schema)
+        if observation is not None:
+            processed = observe_drops(processed, observation, DROP_REASONS)
+        schema = _parse_datatype_string(OUTPUT_DDL)
+        assert isinstance(schema, StructType)
+        expected = spark_arrow_schema(df.sparkSession, schema)
+        return processed.select("chunk").mapInArrow(unpack_chunks(expected), schema)
 
 
 def _create_changelog_topics(topology: Topology, config: Mapping[str, Any]) -> None:

@@ -1,4 +1,6 @@
-"""A fix for PySpark 4.0's ``applyInPandasWithState`` under recent pyarrow releases.
+"""Fixes for PySpark releases: 4.0's ``applyInPandasWithState`` under recent pyarrow releases,
+4.2's warning about pandas 3 (:func:`quiet_pandas3_warning`) and 4.2's ``to_arrow_type``
+(:func:`to_arrow_type`).
 
 The Python worker of ``applyInPandasWithState`` reads, next to the data, a struct column that
 says where each group's rows start (``startOffset``) and how many there are (``numRows``); rows
@@ -16,11 +18,51 @@ Spark's workers run it when they import this package to unpickle a streamstate f
 
 from __future__ import annotations
 
+import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["install", "state_info_ints_become_floats"]
+__all__ = ["install", "quiet_pandas3_warning", "state_info_ints_become_floats", "to_arrow_type"]
+
+# PySpark 4.2 issues this FutureWarning each time it builds a UDF of its pandas family, which
+# includes mapInArrow (pandas_udf underneath) and applyInPandasWithState, if pandas >= 3 is
+# installed. streamstate's mapInArrow bodies never touch pandas, and its applyInPandasWithState
+# bodies are tested with pandas 3 on the newest PySpark by the Spark suites; left alone, the
+# warning fires on every stamp/process/restore call, and fails programs (and test suites) that
+# turn warnings into errors.
+_PANDAS3_WARNING = "PySpark does not yet fully support pandas >= 3.0.0"
+
+
+@contextmanager
+def quiet_pandas3_warning() -> Iterator[None]:
+    """Around streamstate's calls that make PySpark build its UDFs: ignores PySpark 4.2's
+    pandas-3 FutureWarning, and only that one."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=re.escape(_PANDAS3_WARNING), category=FutureWarning
+        )
+        yield
+
+
+def to_arrow_type(data_type: Any, *, prefers_large_types: bool = False) -> pa.DataType:
+    """The Arrow type Spark exchanges for ``data_type`` (timestamps as UTC microseconds), on
+    every supported PySpark: 4.0 and 4.1 take ``timestamp_utc`` (default true), 4.2 replaced
+    it with a keyword-only ``timezone`` that a timestamp requires (an ``AssertionError``
+    without it). The Arrow batches of ``mapInArrow`` carry Spark timestamps as UTC on all."""
+    import inspect
+
+    from pyspark.sql.pandas import types
+
+    # Any: mypy knows only the signature of the pyspark it checks against.
+    convert: Any = types.to_arrow_type
+    if "timezone" in inspect.signature(convert).parameters:
+        return convert(data_type, timezone="UTC", prefers_large_types=prefers_large_types)
+    return convert(data_type, prefers_large_types=prefers_large_types)
+
 
 _STATE_INFO_FIELDS = frozenset({"startOffset", "numRows", "isLastChunk"})
 

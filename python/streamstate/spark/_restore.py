@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from streamstate.spark._pyspark_compat import quiet_pandas3_warning
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -187,7 +189,9 @@ def _by_kafka_source(spark: SparkSession, job: _Job, wanted: list[int]) -> list[
     spark.sparkContext.setJobDescription(
         f"streamstate: restore {topic} ({len(to_read)} partitions)"
     )
-    for row in df.mapInArrow(restore, _RESULT_SCHEMA).collect():
+    with quiet_pandas3_warning():
+        mapped = df.mapInArrow(restore, _RESULT_SCHEMA)
+    for row in mapped.collect():
         results[int(row["partition"])] = row.asDict()
     return list(results.values())
 

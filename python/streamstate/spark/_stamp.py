@@ -28,6 +28,7 @@ from streamstate.spark._metrics import (
     resolve_observation,
     with_drop_columns,
 )
+from streamstate.spark._pyspark_compat import quiet_pandas3_warning, to_arrow_type
 from streamstate.timestamps import FailOnInvalidTimestamp, TimestampExtractor
 
 if TYPE_CHECKING:
@@ -163,7 +164,6 @@ def stamp(
     none. The default is ``"dropped_records"`` on streaming DataFrames and ``None`` on batch
     ones. Two observations of one query need different names.
     """
-    from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import LongType, StructField, StructType
 
     key_spec = _spec(key_deserializer, "deserializer", Deserializer)
@@ -235,7 +235,8 @@ def stamp(
             batches = table.sort_by("offset").to_batches()
             return pa.Table.from_batches(list(outputs(new_stamper(), batches)), schema=expected)
 
-        grouped = columns.groupBy("topic", "partition").applyInArrow(stamp_group, schema)
+        with quiet_pandas3_warning():
+            grouped = columns.groupBy("topic", "partition").applyInArrow(stamp_group, schema)
         return grouped if observation is None else observe_summary_rows(grouped, observation)
 
     if strategy == "sort":
@@ -247,5 +248,6 @@ def stamp(
     def stamp_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return outputs(new_stamper(), batches)
 
-    mapped = columns.mapInArrow(stamp_batches, schema)
+    with quiet_pandas3_warning():
+        mapped = columns.mapInArrow(stamp_batches, schema)
     return mapped if observation is None else observe_summary_rows(mapped, observation)

@@ -29,6 +29,7 @@ from streamstate.spark._chunks import (
     unpack_chunks,
 )
 from streamstate.spark._metrics import DROP_REASONS, drop_counts, observe_drops
+from streamstate.spark._pyspark_compat import quiet_pandas3_warning
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -91,13 +92,14 @@ def stamp_stream(
             row[reason] = [n_after - n_before]
         yield pd.DataFrame(row)
 
-    stamped = (
-        columns.mapInArrow(to_chunks, CHUNK_DDL)
-        .groupBy("topic", "partition")
-        .applyInPandasWithState(
-            stamp_partition, _OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout
+    with quiet_pandas3_warning():
+        stamped = (
+            columns.mapInArrow(to_chunks, CHUNK_DDL)
+            .groupBy("topic", "partition")
+            .applyInPandasWithState(
+                stamp_partition, _OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout
+            )
         )
-    )
-    if observation is not None:
-        stamped = observe_drops(stamped, observation, DROP_REASONS)
-    return stamped.select("chunk").mapInArrow(unpack_chunks(expected), schema)
+        if observation is not None:
+            stamped = observe_drops(stamped, observation, DROP_REASONS)
+        return stamped.select("chunk").mapInArrow(unpack_chunks(expected), schema)
