@@ -62,8 +62,9 @@ from typing import Any
 import pytest
 from benches import _kstreams
 from benches._common import QUICK, size
+from benches._lag import CommittedLag
 from benches.bench_app import _QUIX_SCRIPT, _quix_python
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamstate import Serdes
 from streamstate.app import State, StreamsApp, Topology
@@ -135,33 +136,8 @@ def produce_input(kafka: KafkaTestCluster, records: int) -> Input:
 
 
 # --------------------------------------------------------------------------------------------
-# Lag, runs, results
+# Runs and results
 # --------------------------------------------------------------------------------------------
-
-
-class Lag:
-    """Whether consumer group ``group`` has committed the end of every input partition."""
-
-    def __init__(self, bootstrap: str, group: str, data: Input) -> None:
-        self.ends = data.ends
-        self.partitions = [TopicPartition(data.topic, p) for p in sorted(data.ends)]
-        # Never subscribes: it only fetches the group's committed offsets.
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
-        )
-
-    def zero(self) -> bool:
-        try:
-            committed = self.consumer.committed(self.partitions, timeout=10)
-        except KafkaException:
-            return False  # the coordinator is loading or moving: asked again
-        return all(c.error is None and c.offset >= self.ends[c.partition] for c in committed)
-
-    def __enter__(self) -> Lag:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.consumer.close()
 
 
 @dataclass(frozen=True)
@@ -368,7 +344,10 @@ def dsl_topology(topic: str, sink: str, program: str) -> Topology:
 def _streamstate(kafka: KafkaTestCluster, data: Input, program: str, runs: list[Run]) -> None:
     sink = kafka.create_topic(partitions=PARTITIONS)
     app_id = f"bench-dsl-{program}-{uuid.uuid4().hex[:8]}"
-    with Lag(kafka.bootstrap_servers, app_id, data) as lag, tempfile.TemporaryDirectory() as d:
+    with (
+        CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
+        tempfile.TemporaryDirectory() as d,
+    ):
         app = StreamsApp(
             dsl_topology(data.topic, sink, program),
             {
@@ -396,7 +375,10 @@ def _streamstate(kafka: KafkaTestCluster, data: Input, program: str, runs: list[
 def _kafka_streams(kafka: KafkaTestCluster, data: Input, program: str, runs: list[Run]) -> None:
     sink = kafka.create_topic(partitions=PARTITIONS)
     app_id = f"bench-ksdsl-{program}-{uuid.uuid4().hex[:8]}"
-    with Lag(kafka.bootstrap_servers, app_id, data) as lag, tempfile.TemporaryDirectory() as d:
+    with (
+        CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
+        tempfile.TemporaryDirectory() as d,
+    ):
         peer = _kstreams.run_dsl_count(
             kafka.bootstrap_servers,
             app_id,
@@ -413,7 +395,10 @@ def _kafka_streams(kafka: KafkaTestCluster, data: Input, program: str, runs: lis
 def _quix(kafka: KafkaTestCluster, data: Input, program: str, runs: list[Run]) -> None:
     sink = kafka.create_topic(partitions=PARTITIONS)
     group = f"bench-quix-dsl-{program}-{uuid.uuid4().hex[:8]}"
-    with Lag(kafka.bootstrap_servers, group, data) as lag, tempfile.TemporaryDirectory() as d:
+    with (
+        CommittedLag(kafka.bootstrap_servers, group, data.topic, data.ends) as lag,
+        tempfile.TemporaryDirectory() as d,
+    ):
         command = [
             _quix_python(),
             str(_QUIX_DSL_SCRIPT),

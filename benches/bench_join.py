@@ -64,6 +64,7 @@ from typing import Any
 import pytest
 from benches import _kstreams
 from benches._common import QUICK, size
+from benches._lag import CommittedLag
 from benches.bench_app import _quix_python
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
@@ -161,33 +162,8 @@ def produce_input(kafka: KafkaTestCluster, records: int, keys: int) -> Input:
 
 
 # --------------------------------------------------------------------------------------------
-# Lag, runs, results, the check
+# Runs, results, the check
 # --------------------------------------------------------------------------------------------
-
-
-class Lag:
-    """Whether consumer group ``group`` has committed the end of every stream partition."""
-
-    def __init__(self, bootstrap: str, group: str, data: Input) -> None:
-        self.ends = data.ends
-        self.partitions = [TopicPartition(data.topic, p) for p in sorted(data.ends)]
-        # Never subscribes: it only fetches the group's committed offsets.
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
-        )
-
-    def zero(self) -> bool:
-        try:
-            committed = self.consumer.committed(self.partitions, timeout=10)
-        except KafkaException:
-            return False  # the coordinator is loading or moving: asked again
-        return all(c.error is None and c.offset >= self.ends[c.partition] for c in committed)
-
-    def __enter__(self) -> Lag:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.consumer.close()
 
 
 @dataclass(frozen=True)
@@ -379,7 +355,10 @@ def join_topology(table_topic: str, topic: str, sink: str) -> Topology:
 def _streamstate(kafka: KafkaTestCluster, data: Input, runs: list[Run]) -> None:
     sink = kafka.create_topic(partitions=PARTITIONS)
     app_id = f"bench-join-{uuid.uuid4().hex[:8]}"
-    with Lag(kafka.bootstrap_servers, app_id, data) as lag, tempfile.TemporaryDirectory() as d:
+    with (
+        CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
+        tempfile.TemporaryDirectory() as d,
+    ):
         app = StreamsApp(
             join_topology(data.table_topic, data.topic, sink),
             {
@@ -407,7 +386,10 @@ def _streamstate(kafka: KafkaTestCluster, data: Input, runs: list[Run]) -> None:
 def _kafka_streams(kafka: KafkaTestCluster, data: Input, runs: list[Run]) -> None:
     sink = kafka.create_topic(partitions=PARTITIONS)
     app_id = f"bench-ksjoin-{uuid.uuid4().hex[:8]}"
-    with Lag(kafka.bootstrap_servers, app_id, data) as lag, tempfile.TemporaryDirectory() as d:
+    with (
+        CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
+        tempfile.TemporaryDirectory() as d,
+    ):
         options = {
             "bootstrap": kafka.bootstrap_servers,
             "application-id": app_id,
@@ -433,7 +415,10 @@ def _kafka_streams(kafka: KafkaTestCluster, data: Input, runs: list[Run]) -> Non
 def _quix(kafka: KafkaTestCluster, data: Input, runs: list[Run]) -> None:
     sink = kafka.create_topic(partitions=PARTITIONS)
     group = f"bench-quix-join-{uuid.uuid4().hex[:8]}"
-    with Lag(kafka.bootstrap_servers, group, data) as lag, tempfile.TemporaryDirectory() as d:
+    with (
+        CommittedLag(kafka.bootstrap_servers, group, data.topic, data.ends) as lag,
+        tempfile.TemporaryDirectory() as d,
+    ):
         command = [
             _quix_python(),
             str(_QUIX_JOIN_SCRIPT),
@@ -533,7 +518,7 @@ def _plain_python(kafka: KafkaTestCluster, data: Input, runs: list[Run]) -> None
     group = f"bench-plain-join-{uuid.uuid4().hex[:8]}"
     stop = threading.Event()
     failed: list[str] = []
-    with Lag(kafka.bootstrap_servers, group, data) as lag:
+    with CommittedLag(kafka.bootstrap_servers, group, data.topic, data.ends) as lag:
         thread = threading.Thread(
             target=_plain_loop,
             args=(kafka.bootstrap_servers, data, sink, group),

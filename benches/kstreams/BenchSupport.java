@@ -37,19 +37,23 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BiConsumer;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 import java.util.stream.Stream;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.utils.internals.AppInfoParser;
 import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 
@@ -260,7 +264,11 @@ final class BenchSupport {
         return out.append('}').toString();
     }
 
-    private static String quote(String text) {
+    /** ``text`` as a JSON string (``null`` as null). */
+    static String quote(String text) {
+        if (text == null) {
+            return "null";
+        }
         StringBuilder out = new StringBuilder("\"");
         for (char c : text.toCharArray()) {
             if (c == '"' || c == '\\') {
@@ -273,4 +281,36 @@ final class BenchSupport {
         }
         return out.append('"').toString();
     }
+
+    /** The describe oracles' report: Kafka Streams' `describe()` text of each program, built on a
+     *  fresh StreamsBuilder (no configuration: default serdes, no optimization), in order; a
+     *  program whose build throws gets `ERROR: <exception class>: <message>`. A program may add
+     *  entries of its own to `extra` (printed after the texts). Prints it as one JSON line. */
+    static void printDescriptions(Map<String, ? extends BiConsumer<StreamsBuilder, Map<String, String>>> programs) {
+        Map<String, String> report = new LinkedHashMap<>();
+        Map<String, String> extra = new LinkedHashMap<>();
+        for (Map.Entry<String, ? extends BiConsumer<StreamsBuilder, Map<String, String>>> program
+                : programs.entrySet()) {
+            String text;
+            try {
+                StreamsBuilder builder = new StreamsBuilder();
+                program.getValue().accept(builder, extra);
+                text = builder.build().describe().toString();
+            } catch (RuntimeException e) {
+                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
+            }
+            report.put(program.getKey(), text);
+        }
+        report.putAll(extra);
+        System.out.println(json(report));
+        System.out.flush();
+    }
+
+    /** {@link #printDescriptions} of programs that add nothing of their own. */
+    static void printPlainDescriptions(Map<String, ? extends Consumer<StreamsBuilder>> programs) {
+        Map<String, BiConsumer<StreamsBuilder, Map<String, String>>> adapted = new LinkedHashMap<>();
+        programs.forEach((name, program) -> adapted.put(name, (builder, extra) -> program.accept(builder)));
+        printDescriptions(adapted);
+    }
+
 }

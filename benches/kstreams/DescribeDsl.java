@@ -46,9 +46,7 @@ public final class DescribeDsl {
     private DescribeDsl() {}
 
     /** Defines one program on `builder`; `extra` receives any further JSON entries. */
-    private interface Dsl {
-        void define(StreamsBuilder builder, Map<String, String> extra);
-    }
+    private interface Dsl extends java.util.function.BiConsumer<StreamsBuilder, Map<String, String>> {}
 
     /** The words of a line: lowercased, split on whitespace, without empty strings. */
     private static List<String> words(String line) {
@@ -324,21 +322,6 @@ public final class DescribeDsl {
     }
 
     static void run() {
-        Map<String, String> report = new LinkedHashMap<>();
-        Map<String, String> extra = new LinkedHashMap<>();
-        for (Map.Entry<String, Dsl> program : programs().entrySet()) {
-            String text;
-            try {
-                StreamsBuilder builder = new StreamsBuilder();
-                program.getValue().define(builder, extra);
-                text = builder.build().describe().toString();
-            } catch (RuntimeException e) {
-                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
-            }
-            report.put(program.getKey(), text);
-        }
-        report.putAll(extra);
-        System.out.println(BenchSupport.json(report));
-        System.out.flush();
+        BenchSupport.printDescriptions(programs());
     }
 }

@@ -45,9 +45,7 @@ import org.apache.kafka.streams.test.TestRecord;
 public final class DescribeForeignKeyJoins {
     private DescribeForeignKeyJoins() {}
 
-    private interface Dsl {
-        void define(StreamsBuilder builder);
-    }
+    private interface Dsl extends java.util.function.Consumer<StreamsBuilder> {}
 
     /** The foreign key: the text after `|`, `null` for the text `none`. */
     private static final Function<String, String> FK =
@@ -156,20 +154,7 @@ public final class DescribeForeignKeyJoins {
     }
 
     static void describe() {
-        Map<String, String> report = new LinkedHashMap<>();
-        for (Map.Entry<String, Dsl> program : programs().entrySet()) {
-            String text;
-            try {
-                StreamsBuilder builder = new StreamsBuilder();
-                program.getValue().define(builder);
-                text = builder.build().describe().toString();
-            } catch (RuntimeException e) {
-                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
-            }
-            report.put(program.getKey(), text);
-        }
-        System.out.println(BenchSupport.json(report));
-        System.out.flush();
+        BenchSupport.printPlainDescriptions(programs());
     }
 
     static void run(String[] argv) {
@@ -221,9 +206,9 @@ public final class DescribeForeignKeyJoins {
             for (TestRecord<String, String> r : output.readRecordsToList()) {
                 records.add(
                         "["
-                                + quote(r.key())
+                                + BenchSupport.quote(r.key())
                                 + ", "
-                                + quote(r.value())
+                                + BenchSupport.quote(r.value())
                                 + ", "
                                 + r.timestamp()
                                 + "]");
@@ -235,7 +220,7 @@ public final class DescribeForeignKeyJoins {
                 try (KeyValueIterator<String, String> all = store.all()) {
                     while (all.hasNext()) {
                         KeyValue<String, String> kv = all.next();
-                        rows.add("[" + quote(kv.key) + ", " + quote(kv.value) + "]");
+                        rows.add("[" + BenchSupport.quote(kv.key) + ", " + BenchSupport.quote(kv.value) + "]");
                     }
                 }
             }
@@ -245,20 +230,4 @@ public final class DescribeForeignKeyJoins {
         System.out.flush();
     }
 
-    private static String quote(String text) {
-        if (text == null) {
-            return "null";
-        }
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : text.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
-    }
 }

@@ -25,9 +25,7 @@ import org.apache.kafka.streams.kstream.ValueJoiner;
 public final class DescribeStreamStreamJoins {
     private DescribeStreamStreamJoins() {}
 
-    private interface Dsl {
-        void define(StreamsBuilder builder);
-    }
+    private interface Dsl extends java.util.function.Consumer<StreamsBuilder> {}
 
     private interface Join {
         KStream<String, String> apply(
@@ -116,19 +114,6 @@ public final class DescribeStreamStreamJoins {
     }
 
     static void run() {
-        Map<String, String> report = new LinkedHashMap<>();
-        for (Map.Entry<String, Dsl> program : programs().entrySet()) {
-            String text;
-            try {
-                StreamsBuilder builder = new StreamsBuilder();
-                program.getValue().define(builder);
-                text = builder.build().describe().toString();
-            } catch (RuntimeException e) {
-                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
-            }
-            report.put(program.getKey(), text);
-        }
-        System.out.println(BenchSupport.json(report));
-        System.out.flush();
+        BenchSupport.printPlainDescriptions(programs());
     }
 }

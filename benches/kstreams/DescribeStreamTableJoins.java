@@ -28,9 +28,7 @@ public final class DescribeStreamTableJoins {
     private DescribeStreamTableJoins() {}
 
     /** Defines one program on `builder`. */
-    private interface Dsl {
-        void define(StreamsBuilder builder);
-    }
+    private interface Dsl extends java.util.function.Consumer<StreamsBuilder> {}
 
     private static String joined(String a, String b) {
         return a + "+" + b;
@@ -172,19 +170,6 @@ public final class DescribeStreamTableJoins {
     }
 
     static void run() {
-        Map<String, String> report = new LinkedHashMap<>();
-        for (Map.Entry<String, Dsl> program : programs().entrySet()) {
-            String text;
-            try {
-                StreamsBuilder builder = new StreamsBuilder();
-                program.getValue().define(builder);
-                text = builder.build().describe().toString();
-            } catch (RuntimeException e) {
-                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
-            }
-            report.put(program.getKey(), text);
-        }
-        System.out.println(BenchSupport.json(report));
-        System.out.flush();
+        BenchSupport.printPlainDescriptions(programs());
     }
 }

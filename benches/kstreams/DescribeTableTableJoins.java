@@ -54,9 +54,7 @@ public final class DescribeTableTableJoins {
     private DescribeTableTableJoins() {}
 
     /** Defines one program on `builder`; `extra` receives any further JSON entries. */
-    private interface Dsl {
-        void define(StreamsBuilder builder, Map<String, String> extra);
-    }
+    private interface Dsl extends java.util.function.BiConsumer<StreamsBuilder, Map<String, String>> {}
 
     private static final ValueJoiner<String, String, String> JOINER = (a, b) -> a + "+" + b;
 
@@ -334,22 +332,7 @@ public final class DescribeTableTableJoins {
     }
 
     static void run() {
-        Map<String, String> report = new LinkedHashMap<>();
-        Map<String, String> extra = new LinkedHashMap<>();
-        for (Map.Entry<String, Dsl> program : programs().entrySet()) {
-            String text;
-            try {
-                StreamsBuilder builder = new StreamsBuilder();
-                program.getValue().define(builder, extra);
-                text = builder.build().describe().toString();
-            } catch (RuntimeException e) {
-                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
-            }
-            report.put(program.getKey(), text);
-        }
-        report.putAll(extra);
-        System.out.println(BenchSupport.json(report));
-        System.out.flush();
+        BenchSupport.printDescriptions(programs());
     }
 
     static void replay(Path file) throws java.io.IOException {
@@ -400,11 +383,11 @@ public final class DescribeTableTableJoins {
                                     "["
                                             + i
                                             + ", "
-                                            + quote(topic.getKey())
+                                            + BenchSupport.quote(topic.getKey())
                                             + ", "
-                                            + quote(rec.key())
+                                            + BenchSupport.quote(rec.key())
                                             + ", "
-                                            + quote(rec.value())
+                                            + BenchSupport.quote(rec.value())
                                             + ", "
                                             + rec.timestamp()
                                             + "]");
@@ -421,16 +404,10 @@ public final class DescribeTableTableJoins {
             if (json.length() > 1) {
                 json.append(", ");
             }
-            json.append(quote(program.getKey())).append(": [").append(String.join(", ", rows)).append("]");
+            json.append(BenchSupport.quote(program.getKey())).append(": [").append(String.join(", ", rows)).append("]");
         }
         System.out.println(json.append("}"));
         System.out.flush();
     }
 
-    private static String quote(String text) {
-        if (text == null) {
-            return "null";
-        }
-        return "\"" + text.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
-    }
 }

@@ -22,9 +22,7 @@ import org.apache.kafka.streams.state.Stores;
 public final class DescribeVersionedTables {
     private DescribeVersionedTables() {}
 
-    private interface Dsl {
-        void define(StreamsBuilder builder);
-    }
+    private interface Dsl extends java.util.function.Consumer<StreamsBuilder> {}
 
     private static Materialized<String, String, KeyValueStore<Bytes, byte[]>> versioned(
             String name) {
@@ -84,19 +82,6 @@ public final class DescribeVersionedTables {
     }
 
     static void run() {
-        Map<String, String> report = new LinkedHashMap<>();
-        for (Map.Entry<String, Dsl> program : programs().entrySet()) {
-            String text;
-            try {
-                StreamsBuilder builder = new StreamsBuilder();
-                program.getValue().define(builder);
-                text = builder.build().describe().toString();
-            } catch (RuntimeException e) {
-                text = "ERROR: " + e.getClass().getName() + ": " + e.getMessage();
-            }
-            report.put(program.getKey(), text);
-        }
-        System.out.println(BenchSupport.json(report));
-        System.out.flush();
+        BenchSupport.printPlainDescriptions(programs());
     }
 }
