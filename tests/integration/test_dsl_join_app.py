@@ -15,6 +15,7 @@ import collections
 import random
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,17 @@ STRING = Serdes.String()
 CUSTOMERS = 400
 
 
-def enrichment_topology(orders: str, customers: str, out: str) -> Topology:
+def enrichment_topology(orders: str, customers: str, out: str, pace_s: float = 0.0) -> Topology:
     """Orders (``order id -> "customer:amount"``) re-keyed by customer and joined with the
     customers table (``customer -> name``): ``customer -> "order:amount:name"``; orders of
-    unknown customers are dropped (an inner join)."""
+    unknown customers are dropped (an inner join). ``pace_s``: seconds each join takes (the
+    child that is SIGKILLed is slowed down so that the kill lands mid-stream by construction)."""
+
+    def joiner(order: str, name: str) -> str:
+        if pace_s:
+            time.sleep(pace_s)
+        return f"{order}:{name}"
+
     builder = StreamsBuilder()
     table = builder.table(
         customers, key_serde=STRING, value_serde=STRING, materialized="customers-store"
@@ -46,7 +54,7 @@ def enrichment_topology(orders: str, customers: str, out: str) -> Topology:
         .select_key(lambda _order, value: value.split(":")[0])
         .join(
             table,
-            lambda order, name: f"{order}:{name}",
+            joiner,
             name="enrich",
             key_serde=STRING,  # the repartition topic's (Kafka's Joined.with)
             value_serde=STRING,
@@ -127,7 +135,9 @@ def test_an_enrichment_under_exactly_once_joins_every_order_once_across_a_sigkil
     }
     child = start_app_child(
         "from tests.integration.test_dsl_join_app import enrichment_topology",
-        f"enrichment_topology({orders_topic!r}, {customers_topic!r}, {out!r})",
+        # 0.5 ms per join: the ~20k joins take 10 s or more, and the kill comes 5,000 orders
+        # after the first commit, so it cannot come after the last one.
+        f"enrichment_topology({orders_topic!r}, {customers_topic!r}, {out!r}, pace_s=0.0005)",
         config,
     )
     try:
