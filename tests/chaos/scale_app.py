@@ -17,6 +17,7 @@ had lost, and whether a stream thread died.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import resource
@@ -120,7 +121,11 @@ def main() -> int:
             if app.state in (State.ERROR, State.PENDING_ERROR):
                 break
     finally:
+        # A close that outlasts its own 60 s bound leaves every thread's stack in this
+        # instance's log, which the harness shows when no "closed" event comes.
+        faulthandler.dump_traceback_later(70, exit=False)
         app.close(60)
+        faulthandler.cancel_dump_traceback_later()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     emit(
         event="closed",

@@ -159,6 +159,11 @@ class Group:
                 continue
             if event.get("event") == "closed":
                 instance.report.update(event)
+        if "event" not in instance.report:
+            # No clean close: the end of its log (with the stacks faulthandler dumped, if its
+            # close hung) says why.
+            log = self.log_dir / f"{self.app_id}-{instance.name}.log"
+            instance.report["log_tail"] = log.read_text(errors="replace")[-4000:]
 
     def lag(self) -> int:
         """The records between the group's committed offsets and the sources' ends."""
