@@ -3,9 +3,13 @@ input partition (the lag-0 point the end-to-end benchmarks time to)."""
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-__all__ = ["CommittedLag"]
+from streamstate import State, StreamsApp
+
+__all__ = ["CommittedLag", "run_to_lag_zero"]
 
 
 class CommittedLag:
@@ -33,3 +37,23 @@ class CommittedLag:
 
     def __exit__(self, *exc: object) -> None:
         self.consumer.close()
+
+
+def run_to_lag_zero(
+    app: StreamsApp, lag: CommittedLag, *, timeout_s: float, poll_s: float
+) -> tuple[float, float, int]:
+    """Starts ``app`` and waits for ``lag`` to reach zero (failing on the app's error or after
+    ``timeout_s``); returns the wall and CPU seconds from the start and the app's
+    ``dropped-records-total``, and closes the app."""
+    started, cpu_started = time.monotonic(), time.process_time()
+    app.start()
+    try:
+        while not lag.zero():
+            assert app.fatal_error is None, app.fatal_error
+            assert app.state is not State.ERROR, "streamstate failed"
+            assert time.monotonic() - started < timeout_s, "streamstate did not reach lag 0"
+            time.sleep(poll_s)
+        run_s, cpu_s = time.monotonic() - started, time.process_time() - cpu_started
+        return run_s, cpu_s, int(app.metrics()["dropped-records-total"])
+    finally:
+        app.close(60)

@@ -62,12 +62,12 @@ from typing import Any
 import pytest
 from benches import _kstreams
 from benches._common import QUICK, size
-from benches._lag import CommittedLag
+from benches._lag import CommittedLag, run_to_lag_zero
 from benches.bench_app import _QUIX_SCRIPT, _quix_python
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamstate import Serdes
-from streamstate.app import State, StreamsApp, Topology
+from streamstate.app import StreamsApp, Topology
 from streamstate.dsl import StreamsBuilder, TimeWindows
 from streamstate.kafka_local import KafkaTestCluster
 
@@ -357,18 +357,7 @@ def _streamstate(kafka: KafkaTestCluster, data: Input, program: str, runs: list[
                 "commit.interval.ms": COMMIT_INTERVAL_MS,
             },
         )
-        started, cpu_started = time.monotonic(), time.process_time()
-        app.start()
-        try:
-            while not lag.zero():
-                assert app.fatal_error is None, app.fatal_error
-                assert app.state is not State.ERROR, "streamstate failed"
-                assert time.monotonic() - started < TIMEOUT_S, "streamstate did not reach lag 0"
-                time.sleep(POLL_S)
-            run_s, cpu_s = time.monotonic() - started, time.process_time() - cpu_started
-            dropped = app.metrics()["dropped-records-total"]
-        finally:
-            app.close(60)
+        run_s, cpu_s, dropped = run_to_lag_zero(app, lag, timeout_s=TIMEOUT_S, poll_s=POLL_S)
     runs.append(Run("streamstate", program, sink, run_s, cpu_s, extra={"dropped": dropped}))
 
 
