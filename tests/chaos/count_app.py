@@ -128,6 +128,7 @@ def main() -> int:
     confluent_kafka.Producer = _HookedProducer  # type: ignore[misc]
 
     from streamstate.app import State, StreamsApp, Topology  # noqa: PLC0415 (after the hooks)
+    from streamstate.cli.signals import StopRequest  # noqa: PLC0415
     from streamstate.state.restorer import StateRestoreListener  # noqa: PLC0415
 
     class Listener(StateRestoreListener):
@@ -137,8 +138,9 @@ def main() -> int:
         def on_restore_end(self, tp: Any, store_name: str, total: int) -> None:
             emit(event="restore", phase="end", partition=tp.partition, restored=total)
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Not a threading.Event: its set() can deadlock inside a signal handler (cli/signals.py).
+    stop = StopRequest()
+    signal.signal(signal.SIGTERM, stop.request)
     processed = [0]
     snapshotted: set[int] = set()
     topology = Topology().add_store("counts")

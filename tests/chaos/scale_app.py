@@ -29,6 +29,7 @@ from typing import Any
 
 from streamstate import StreamThreadExceptionResponse
 from streamstate.app import State, StreamsApp, Topology
+from streamstate.cli.signals import StopRequest
 
 FORCED_REJOIN = "closing all tasks as lost and rejoining"
 LOST = "Lost partitions"
@@ -74,8 +75,9 @@ def main() -> int:
     runtime_log = logging.getLogger("streamstate")
     runtime_log.addHandler(counter)
     runtime_log.setLevel(logging.INFO)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Not a threading.Event: its set() can deadlock inside a signal handler (cli/signals.py).
+    stop = StopRequest()
+    signal.signal(signal.SIGTERM, stop.request)
     processed = [0]
     lock = threading.Lock()
     sources = [args.source] + ([args.second_source] if args.second_source else [])

@@ -13,12 +13,11 @@ import argparse
 import logging
 import os
 import runpy
-import signal
-import threading
 import time
 from typing import Any
 
 from streamstate.app import State, StreamsApp
+from streamstate.cli.signals import StopRequest
 
 __all__ = ["add_command"]
 
@@ -39,22 +38,19 @@ def _run(args: argparse.Namespace) -> int:
         )
     for name in ("streamstate.app", "streamstate.changelog"):
         logging.getLogger(name).setLevel(logging.INFO)
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
     app.set_state_listener(lambda new, old: print(f"state: {old.value} -> {new.value}", flush=True))
     print(f"running {args.app_file} (application.id {app.config.application_id!r}); Ctrl-C stops")
-    app.start()
     deadline = time.monotonic() + args.seconds if args.seconds else None
+    # Not a threading.Event: its set() can deadlock inside a signal handler (cli/signals.py).
     try:
-        while not stop.is_set() and app.state not in (State.ERROR, State.NOT_RUNNING):
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            stop.wait(0.2)
+        with StopRequest().installed() as stop:
+            app.start()
+            while not stop.is_set() and app.state not in (State.ERROR, State.NOT_RUNNING):
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                stop.wait(0.2)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # With the previous handlers back: a second Ctrl-C interrupts a close that hangs.
         app.close(60)
     if app.fatal_error is not None:
         raise app.fatal_error
