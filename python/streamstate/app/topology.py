@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from streamstate.errors import TopologyError
@@ -38,7 +39,14 @@ from streamstate.processor.description import (
     java_set_order,
     order_nodes,
 )
-from streamstate.processor.graph import GraphBuilder, ProcessorGraph, SinkNode, SourceNode, TaskId
+from streamstate.processor.graph import (
+    GraphBuilder,
+    Node,
+    ProcessorGraph,
+    SinkNode,
+    SourceNode,
+    TaskId,
+)
 
 if TYPE_CHECKING:
     from streamstate.app.context import ProcessorContext
@@ -381,6 +389,12 @@ class Topology:
         return register
 
     # -- read by the runtime ------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """The processor graph's nodes added so far (sources, processors, sinks), by name; a
+        read-only view."""
+        return MappingProxyType(self._graph.nodes)
 
     @property
     def stores(self) -> dict[str, StoreSpec]:

@@ -10,6 +10,7 @@ needs; a store a later ``group_by`` forces) is read by the processors when a tas
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from streamstate.dsl.materialized import Materialized
 from streamstate.dsl.materialized import materialized as as_materialized
 from streamstate.dsl.naming import NameProvider
 from streamstate.dsl.stores import StoreSerdes, TimestampedKeyValueStore
-from streamstate.dsl.stream_processors import PassThroughProcessor, RepartitionFilterProcessor
+from streamstate.dsl.stream_processors import NullKeyPolicy, RepartitionFilterProcessor
 from streamstate.dsl.table_processors import TableSourceProcessor, TableState
 from streamstate.dsl.versioned_store import VersionedStoreOpener
 from streamstate.errors import TopologyError
@@ -46,6 +47,9 @@ class StreamsBuilder:
         # Stores for process(), added with add_state_store, join the topology when a process()
         # names them.
         self.declared_stores: dict[str, StoreSpec] = {}
+        # Each repartition filter's null-key policy, by the filter's node name: a left join
+        # added later relaxes the ones upstream of it (dsl/join_repartition.py).
+        self.null_key_policies: dict[str, NullKeyPolicy] = {}
 
     # -- what users call ------------------------------------------------------------------------
 
@@ -308,8 +312,11 @@ class StreamsBuilder:
         else:
             sink, filter_name, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
         if null_key_filter:
-            kind = PassThroughProcessor if keep_null_keys else RepartitionFilterProcessor
-            self.topology.add_processor(filter_name, kind, parent)
+            policy = NullKeyPolicy(keep=keep_null_keys)
+            self.null_key_policies[filter_name] = policy
+            self.topology.add_processor(
+                filter_name, functools.partial(RepartitionFilterProcessor, policy), parent
+            )
             parent = filter_name
         value_ser: Any = SlotSerializer(value_slot)
         value_de: Any = SlotDeserializer(value_slot)

@@ -59,6 +59,9 @@ class KStream:
         self.key_slot = key_slot
         self.value_slot = value_slot
         self.repartition_required = repartition_required
+        # The source node of this stream's repartition for a join, reused by its next unnamed
+        # join (Kafka's KStreamImpl.repartitionNode; dsl/join_repartition.py).
+        self.join_repartition: str | None = None
 
     # -- helpers --------------------------------------------------------------------------------
 

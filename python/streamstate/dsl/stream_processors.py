@@ -10,6 +10,7 @@ function per record, and one ``forward``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from streamstate.errors import StreamsError
@@ -25,6 +26,7 @@ __all__ = [
     "ForeachProcessor",
     "MapProcessor",
     "MapValuesProcessor",
+    "NullKeyPolicy",
     "PassThroughProcessor",
     "RepartitionFilterProcessor",
     "SelectKeyProcessor",
@@ -51,13 +53,29 @@ class PassThroughProcessor(_Forwarding):
         self.forward(record)
 
 
+@dataclass
+class NullKeyPolicy:
+    """Whether one repartition topic's filter lets records without a key through.
+
+    Decided while the topology is built, possibly after the filter was added: a left join
+    further down turns ``keep`` on (Kafka's ``NULL_KEY_RELAXED_JOIN`` label). The filter's
+    processors read it when a task creates them, after the topology is complete."""
+
+    keep: bool = False
+
+
 class RepartitionFilterProcessor(_Forwarding):
     """Before a repartition topic: a record without a key cannot be partitioned; it is dropped
-    and counted (Kafka drops it after the topic, in the aggregation, and counts it there)."""
+    and counted (Kafka drops it after the topic, in the aggregation, and counts it there),
+    unless its :class:`NullKeyPolicy` keeps it for a left join downstream."""
+
+    def __init__(self, policy: NullKeyPolicy | None = None) -> None:
+        """``policy``: the repartition's; none drops every record without a key."""
+        self.keep_null_keys = policy is not None and policy.keep
 
     def process(self, record: Record) -> None:
-        """Forwards ``record`` if it has a key."""
-        if record[0] is None:
+        """Forwards ``record`` if it has a key (or records without one are kept)."""
+        if record[0] is None and not self.keep_null_keys:
             self.context.record_dropped()
             return
         self.forward(record)

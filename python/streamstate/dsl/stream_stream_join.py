@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamstate.app.topology import StoreSpec
+from streamstate.dsl.join_repartition import relax_null_key_filters, repartition_for_join
 from streamstate.dsl.join_stores import JoinWindowStore, OuterJoinStore
 from streamstate.dsl.materialized import materialized as as_materialized
 from streamstate.dsl.naming import NameProvider
@@ -35,8 +36,6 @@ from streamstate.dsl.stream_join_processors import (
     TimeTrackers,
 )
 from streamstate.dsl.stream_processors import PassThroughProcessor
-from streamstate.dsl.stream_table_join import _repartition_for_join as repartition_for_join
-from streamstate.dsl.stream_table_join import relax_null_key_filters
 from streamstate.dsl.windows import JoinWindows
 from streamstate.errors import TopologyError
 

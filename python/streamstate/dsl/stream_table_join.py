@@ -19,14 +19,12 @@ order once stream time has passed their timestamp by the grace period.
 
 from __future__ import annotations
 
-import dataclasses
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamstate.app.topology import StoreSpec
+from streamstate.dsl.join_repartition import relax_null_key_filters, repartition_for_join
 from streamstate.dsl.naming import NameProvider
-from streamstate.dsl.stream_processors import PassThroughProcessor, RepartitionFilterProcessor
 from streamstate.dsl.stream_table_join_processors import (
     StreamTableJoinProcessor,
     TimeOrderedJoinBuffer,
@@ -35,22 +33,17 @@ from streamstate.dsl.value_getters import global_view, value_getter_supplier
 from streamstate.dsl.windows import Duration, to_millis
 from streamstate.errors import TopologyError
 from streamstate.processor.context import ProcessorGraphContext
-from streamstate.processor.graph import ProcessorNode, SinkNode, SourceNode
 from streamstate.processor.serde_slot import SerdeSlot
 from streamstate.serde import Serde
 
 if TYPE_CHECKING:
-    from streamstate.dsl.builder import StreamsBuilder
     from streamstate.dsl.stream import KStream
     from streamstate.dsl.table import GlobalKTable, KTable
 
-__all__ = ["join_global", "join_table", "relax_null_key_filters"]
+__all__ = ["join_global", "join_table"]
 
 _JOIN = "KSTREAM-JOIN-"
 _LEFT_JOIN = "KSTREAM-LEFTJOIN-"
-# The source node of the last repartition a stream made for a join, reused by its next unnamed
-# join (Kafka's KStreamImpl.repartitionNode).
-_REPARTITIONED: weakref.WeakKeyDictionary[KStream, str] = weakref.WeakKeyDictionary()
 
 
 def join_table(
@@ -102,7 +95,7 @@ def join_table(
     value = builder.slot(value_serde, "value", operation).or_else(stream.value_slot)
     parent = stream.name
     if stream.repartition_required:
-        parent = _repartition_for_join(stream, given, key, value, keep_null_keys=left)
+        parent = repartition_for_join(stream, given, key, value, keep_null_keys=left)
     if left:
         relax_null_key_filters(builder, parent)
     generated = builder.names.processor(_LEFT_JOIN if left else _JOIN)
@@ -172,60 +165,6 @@ def join_global(
         builder.slot(None, "value", operation),
         repartition_required=stream.repartition_required,
     )
-
-
-def relax_null_key_filters(builder: StreamsBuilder, node: str) -> None:
-    """Lets records without a key through every repartition topic upstream of ``node``, the
-    parent of a left join: the join joins them (Kafka's ``NULL_KEY_RELAXED_JOIN`` label, which
-    keeps the ``key != null`` filter off every repartition node with such a join downstream).
-    A processor downstream that cannot take a null key (an aggregation, a table) still drops
-    and counts it."""
-    graph = builder.topology._graph  # the DSL rewrites its own filter nodes
-    sinks = {n.topic: n.name for n in graph.nodes.values() if isinstance(n, SinkNode)}
-    stack, seen = [node], set()
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        found = graph.nodes[name]
-        if isinstance(found, SourceNode):
-            stack += [sinks[t] for t in found.topics if found.internal and t in sinks]
-            continue
-        if isinstance(found, ProcessorNode) and found.factory is RepartitionFilterProcessor:
-            graph.nodes[name] = dataclasses.replace(found, factory=PassThroughProcessor)
-        stack += list(found.parents)
-    builder.topology._built = None  # the graph changed
-
-
-def _repartition_for_join(
-    stream: KStream,
-    given: str | None,
-    key: SerdeSlot,
-    value: SerdeSlot,
-    *,
-    keep_null_keys: bool,
-) -> str:
-    """The source node of the stream's repartition for a join (Kafka's
-    ``repartitionForJoin``): named after the join's name, else the stream's node. An unnamed
-    join of a stream that was repartitioned for a join before reuses that topic (Kafka burns
-    the names again all the same)."""
-    builder = stream.builder
-    reused = _REPARTITIONED.get(stream)
-    if given is None and reused is not None:
-        for prefix in ("KSTREAM-SINK-", "KSTREAM-FILTER-", "KSTREAM-SOURCE-"):
-            builder.names.processor(prefix)
-        return reused
-    source = builder.repartition(
-        stream.name,
-        given or stream.name,
-        key,
-        value,
-        keep_null_keys=keep_null_keys,
-        copartition=True,
-    )
-    _REPARTITIONED[stream] = source
-    return source
 
 
 def _buffer_opener(
