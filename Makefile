@@ -27,9 +27,9 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-# Packages of pyproject.toml's runtime deps and the `spark` and `dev` extras, pinned by
-# constraints.txt; the extension itself is built by maturin (target `build`).
-DEPS := confluent-kafka pyarrow pyspark pandas maturin pytest pytest-benchmark hypothesis ruff mypy
+# Packages of pyproject.toml's runtime deps and the `spark`, `prometheus` and `dev` extras, pinned
+# by constraints.txt; the extension itself is built by maturin (target `build`).
+DEPS := confluent-kafka pyarrow pyspark pandas prometheus-client maturin pytest pytest-benchmark hypothesis ruff mypy
 
 .PHONY: help setup build demo test check lint test-rust test-python test-spark-newest wheel bench bench-quick kstreams clean chaos-full
 

@@ -55,6 +55,7 @@ PUBLIC_MODULES = [
     "streamstate.dsl",
     "streamstate.spark",
     "streamstate.testing",
+    "streamstate.monitoring",
     "streamstate.errors",
 ]
 

@@ -104,6 +104,8 @@ class RestoreMetrics(StateRestoreListener):
         self._lock = threading.Lock()
         self._remaining: dict[TopicPartition, tuple[str, int]] = {}
         self._rates: dict[str, WindowedStat] = {}
+        # Per changelog partition too: a task's restore metrics sum its stores' partitions.
+        self._partitions: dict[TopicPartition, WindowedStat] = {}
 
     def on_restore_start(
         self, tp: TopicPartition, store_name: str, start_offset: int, end_offset: int
@@ -123,6 +125,7 @@ class RestoreMetrics(StateRestoreListener):
             name, left = self._remaining.get(tp, (store_name, 0))
             self._remaining[tp] = (name, max(0, left - num_restored))
             self._rates.setdefault(store_name, WindowedStat()).record(num_restored)
+            self._partitions.setdefault(tp, WindowedStat()).record(num_restored)
         if self.inner is not None:
             self.inner.on_batch_restored(tp, store_name, batch_end_offset, num_restored)
 
@@ -147,6 +150,22 @@ class RestoreMetrics(StateRestoreListener):
         with self._lock:
             rates = dict(self._rates)
         return {name: stat.rate() for name, stat in rates.items()}
+
+    def partitions(self) -> dict[TopicPartition, tuple[int, float, int]]:
+        """Per changelog partition that restored here: the records restored in all, per second,
+        and still to restore (Kafka's task-level ``restore-total``, ``restore-rate`` and
+        ``restore-remaining-records-total`` sum these over a task's stores)."""
+        with self._lock:
+            stats = dict(self._partitions)
+            left = {tp: n for tp, (_, n) in self._remaining.items()}
+        return {
+            tp: (
+                int(stats[tp].total) if tp in stats else 0,
+                stats[tp].rate() if tp in stats else 0.0,
+                left.get(tp, 0),
+            )
+            for tp in stats.keys() | left.keys()
+        }
 
     def remaining(self) -> dict[str, int]:
         """Records still to restore, per store (0 for a store restored or never restoring)."""
