@@ -106,9 +106,10 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 	$(PY) -m benches._kstreams prepare
 
+# --durations: CI's log then says where make test's time goes (its budget is ~35 minutes).
 test-python: build kstreams wheel ## every pytest suite: unit, integration (real Kafka), spark (real Spark), the wheel
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
-	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests
+	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests --durations=30
 
 # Only tests/spark here: the rest does not depend on pyspark's version, and CI's time is bounded.
 # streamstate itself is $(VENV)'s editable install (maturin develop's .pth and metadata), copied:
