@@ -58,6 +58,7 @@ _KNOWN = {
     "default.value.serde",
     "state.cleanup.delay.ms",
     "replication.factor",
+    "errors.dead.letter.queue.topic.name",
 }
 DEFAULT_STATE_CLEANUP_DELAY_MS = 600_000
 """``state.cleanup.delay.ms``'s default (Kafka's): ten minutes."""
@@ -78,7 +79,8 @@ class StreamsConfig:
     setting with different values are a ``ValueError`` naming both.
     ``state.cleanup.delay.ms`` is how long a task directory no task of this client holds is
     kept (``app/state_directory.py``); ``replication.factor`` and ``topic.*`` configure the
-    internal topics (``app/internal_topics.py``).
+    internal topics (``app/internal_topics.py``). ``errors.dead.letter.queue.topic.name``
+    (Kafka 4.2+, KIP-1034) names the dead-letter topic (``app/dead_letter_queue.py``).
     """
 
     application_id: str
@@ -106,6 +108,7 @@ class StreamsConfig:
     state_cleanup_delay_ms: int = DEFAULT_STATE_CLEANUP_DELAY_MS
     replication_factor: int = -1
     topic_configs: Mapping[str, str] = field(default_factory=dict)
+    dead_letter_queue_topic: str | None = None
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -200,6 +203,7 @@ class StreamsConfig:
             state_cleanup_delay_ms=_cleanup_delay(config),
             replication_factor=parse_replication_factor(config.get("replication.factor", -1)),
             topic_configs=parse_topic_configs(config),
+            dead_letter_queue_topic=_dead_letter_topic(config),
         )
 
     @property
@@ -225,6 +229,15 @@ def _renamed(config: Mapping[str, Any], name: str, default: Any) -> Any:
     if name in config:
         return config[name]
     return config.get(old, default)
+
+
+def _dead_letter_topic(config: Mapping[str, Any]) -> str | None:
+    value = config.get("errors.dead.letter.queue.topic.name")
+    if value is None:
+        return None  # Kafka's default: no dead-letter queue
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"errors.dead.letter.queue.topic.name takes a topic name, not {value!r}")
+    return value
 
 
 def _cleanup_delay(config: Mapping[str, Any]) -> int:

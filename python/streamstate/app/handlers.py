@@ -11,7 +11,9 @@
 
 The two record handlers take ``"fail"`` (the default, as in Kafka), ``"continue"``, or a
 callable returning one of those; every drop is counted (``dropped-records-total`` in
-``StreamsApp.metrics()``) and logged at WARNING with its topic, partition and offset.
+``StreamsApp.metrics()``) and logged at WARNING with its topic, partition and offset. With
+``errors.dead.letter.queue.topic.name`` set, each record a handler is asked about is also
+written to that topic (``app/dead_letter_queue.py``).
 """
 
 from __future__ import annotations

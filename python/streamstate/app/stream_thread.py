@@ -64,6 +64,7 @@ from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
 from streamstate.app.fetch_control import FetchControl
 from streamstate.app.metrics import ThreadMetrics
+from streamstate.app.refused_sinks import RefusedSends
 from streamstate.app.sink_timestamps import SinkTimestampLimits
 from streamstate.app.state_directory import LockedTasks, is_lock_conflict
 from streamstate.app.state_updater import StateUpdater
@@ -208,6 +209,9 @@ class StreamThread(threading.Thread):
         self._sink_limits = SinkTimestampLimits(
             lambda: AdminClient(admin_config(servers, overrides=overrides))
         )
+        # Under exactly-once, the sink sends the broker refused, remembered across the aborts
+        # that isolate and drop them (app/refused_sinks.py).
+        self._refused_sends = RefusedSends()
         repartitions = topology.repartition_topics
         self._purger = RepartitionPurger(
             AdminClient(admin_config(servers, overrides=overrides)) if repartitions else None,
@@ -436,6 +440,7 @@ class StreamThread(threading.Thread):
                     self._global_stores,
                     position=self.fetch.position,
                     sink_limits=self._sink_limits,
+                    refused_sends=self._refused_sends,
                 )
             except ProcessorStateError as exc:
                 if not is_lock_conflict(exc):
@@ -673,6 +678,7 @@ class StreamThread(threading.Thread):
         unacknowledged after 30 s."""
         for task in tasks:
             task.flush_caches()  # their changelog records must be acknowledged too
+            task.send_dead_letters()  # in this transaction, before the offsets pass them
         try:
             remaining = kafka_call(self.producer.flush, 30)
         except KafkaException as exc:

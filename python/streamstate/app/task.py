@@ -49,6 +49,15 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from streamstate.app import handlers
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
+from streamstate.app.dead_letter_queue import DeadLetterQueue, DeadLetterRecord, SourceBytes
+from streamstate.app.refused_sinks import (
+    RefusedSends,
+    SendId,
+    Source,
+    TrackedSinkProducer,
+    lost_with_transaction,
+    send_id,
+)
 from streamstate.app.sink_timestamps import SinkTimestampLimits, TimestampCheckedProducer
 from streamstate.app.state_directory import TASK_DIRECTORIES
 from streamstate.app.topology import Topology
@@ -160,6 +169,7 @@ class StreamTask:
         position: Callable[[TopicPartition], int] | None = None,
         clock: Callable[[], int] | None = None,
         sink_limits: SinkTimestampLimits | None = None,
+        refused_sends: RefusedSends | None = None,
     ) -> None:
         """Opens the task's stores; nothing is read or restored yet. ``task_id`` is the
         partition in the one-function form, a ``TaskId`` in a graph. ``position(tp)`` is the
@@ -168,7 +178,8 @@ class StreamTask:
         wall-clock punctuations, ``current_system_time_ms`` and ``max.task.idle.ms`` (the
         system clock by default; the ``TopologyTestDriver`` passes its own). With
         ``sink_limits`` a sink record whose timestamp the broker would refuse is not sent
-        (``app/sink_timestamps.py``)."""
+        (``app/sink_timestamps.py``). ``refused_sends`` is the stream thread's memory of sink
+        sends the broker refused under exactly-once (``app/refused_sinks.py``)."""
         self.task_id = task_id
         self._position = position
         self._idle_clock: Callable[[], float] = clock or _monotonic_ms
@@ -177,6 +188,37 @@ class StreamTask:
         sink_producer: Any = (
             producer if sink_limits is None else TimestampCheckedProducer(producer, sink_limits)
         )
+        self._eos = config.exactly_once
+        dlq_topic = config.dead_letter_queue_topic
+        # The dead-letter queue (app/dead_letter_queue.py): written under exactly-once in the
+        # open transaction, so a record found before it begins waits for send_dead_letters.
+        self._dlq: DeadLetterQueue | None = None
+        self._raw: SourceBytes | None = None
+        if dlq_topic is not None:
+            self._dlq = DeadLetterQueue(
+                dlq_topic,
+                producer,
+                immediate=lambda: not self._eos,
+                on_failure=self._on_dead_letter_failure,
+            )
+            self._raw = SourceBytes()
+        # Each sink send named by its source record: for the dead-letter record of a refused
+        # one, and under exactly-once to drop a refused one alone (app/refused_sinks.py).
+        self._refusals = refused_sends if self._eos else None
+        self._tracker: TrackedSinkProducer | None = None
+        if self._eos or self._dlq is not None:
+            self._tracker = sink_producer = TrackedSinkProducer(
+                sink_producer,
+                producer,
+                self._refusals,
+                self._on_sink_delivery,
+                self._on_skipped_send,
+                raw=self._raw,
+            )
+        self._committed: dict[tuple[str, int], int] = {}
+        deserialization_handler = config.default_deserialization_exception_handler
+        if self._dlq is not None:
+            deserialization_handler = self._dlq.deserialization_handler(deserialization_handler)
         graph = topology.graph() if topology.is_graph else None
         app_id = config.application_id
         # (topic, key deserializer, value deserializer, timestamp extractor or None) per source
@@ -203,7 +245,7 @@ class StreamTask:
                 key_deserializer=key_de,
                 value_deserializer=value_de,
                 timestamp_extractor=extractor or config.default_timestamp_extractor,
-                deserialization_exception_handler=config.default_deserialization_exception_handler,
+                deserialization_exception_handler=deserialization_handler,
             )
             for topic, key_de, value_de, extractor in sources
         }
@@ -218,11 +260,11 @@ class StreamTask:
         self.stores: dict[str, Any] = {}
         self.changelogs: dict[str, TopicPartition] = {}
         self._send_error: str | None = None
-        # At-least-once: sink records refused with their batch, to be sent again alone.
-        self._refused_with_batch: list[Message[Any, Any]] = []
+        # At-least-once: sink records refused with their batch, to be sent again alone, with
+        # the source record of each.
+        self._refused_with_batch: list[tuple[Message[Any, Any], Source | None]] = []
         # Under exactly-once: a delivery error that dooms the transaction (see the module doc).
         self._txn_error: tuple[TransactionErrorKind, str] | None = None
-        self._eos = config.exactly_once
         self._caches: list[CachingKeyValueStore] = []
         self._buffers: list[TransactionBuffer] = []
         declared: dict[str, Any] = {}
@@ -352,6 +394,8 @@ class StreamTask:
         """Buffers polled records of one source partition (deserialized and stamped in Rust);
         returns the partition's queue size afterwards."""
         queue = self._queues[tp]
+        if self._raw is not None:
+            self._raw.add(tp.topic, tp.partition, messages)
         # Recorded before admission: a failing record leaves the ones before it queued, and
         # the partition must be committed even if every record added is dropped.
         self.consumed[queue] = (messages[-1].offset() or 0) + 1
@@ -404,13 +448,19 @@ class StreamTask:
         processed_time = self._processed_time
         processed = self._processed
         ready = self.ready()
-        while done < max_records and ready:
+        tracker = self._tracker
+        if self._dlq is not None:
+            self._dlq.send_pending()
+        # A doomed transaction (a send refused in it) stops the loop: all of it is re-processed.
+        while done < max_records and ready and self._txn_error is None:
             picked = self.group.next_record()
             if picked is None:
                 break
             record, queue = picked
             ctx.topic, ctx.partition = record.topic, record.partition
             ctx.offset, ctx.timestamp = record.offset, record.timestamp
+            if tracker is not None:
+                tracker.begin_record(record)
             try:
                 self._process(ctx, record)
             except StreamsError:
@@ -425,6 +475,8 @@ class StreamTask:
             if not queue.size():
                 # A partition ran dry: KIP-695 may have to wait for it again.
                 ready = self.ready()
+        if tracker is not None:
+            tracker.begin(None)  # what a punctuation sends has no source record
         self._raise_if_failed()
         return done
 
@@ -474,7 +526,12 @@ class StreamTask:
         context = handlers.ProcessingErrorContext(
             record.topic, record.partition, record.offset, self.task_id, exc
         )
-        if handlers.decide(self._processing_handler, context) == handlers.CONTINUE:
+        answer = handlers.decide(self._processing_handler, context)
+        if self._dlq is not None:
+            # Kafka's built-in handlers build it for FAIL and CONTINUE alike.
+            source = self._tracker.source if self._tracker is not None else None
+            self._dlq.add(self._dlq.record_of(exc, source))
+        if answer == handlers.CONTINUE:
             self.dropped += 1
             _log.warning(
                 "task %s: the processor failed on the record at topic %s partition %d offset "
@@ -494,22 +551,64 @@ class StreamTask:
             offset=record.offset,
         ) from exc
 
-    def _on_sink_delivery(self, err: Any, msg: Any) -> None:
+    def _on_sink_delivery(
+        self, err: Any, msg: Any, send: tuple[Source | None, int] | None = None
+    ) -> None:
         """A sink record's delivery report, or ``err`` raised by ``produce`` (``msg`` then
-        names the topic only): the production exception handler decides. Under at-least-once
-        a record the broker refused with its whole batch is first sent again alone
-        (:meth:`send_refused_alone`)."""
-        if err is None or self._doomed_transaction(err):
+        names the topic only), with the ``send`` it was (``app/refused_sinks.py``): the
+        production exception handler decides. A record the broker refused with its whole batch
+        is first sent again alone: under at-least-once before the commit
+        (:meth:`send_refused_alone`), under exactly-once when re-processed after an abort."""
+        if err is None:
             return
-        if (
-            not self._eos
-            and isinstance(msg, Message)
-            and isinstance(err, KafkaError)
-            and err.code() in _BATCH_REFUSALS
-        ):
-            self._refused_with_batch.append(msg)
+        refused_with_batch = isinstance(err, KafkaError) and err.code() in _BATCH_REFUSALS
+        source, index = send if send is not None else (None, 0)
+        if self._eos and refused_with_batch and source is not None and self._refusals is not None:
+            self._on_refused_in_transaction(err, msg, send_id(source, index), source)
             return
-        self._on_sink_failure(err, msg)
+        if self._doomed_transaction(err) or self._lost_with_transaction(err, msg):
+            return
+        if not self._eos and isinstance(msg, Message) and refused_with_batch:
+            self._refused_with_batch.append((msg, source))
+            return
+        self._on_sink_failure(err, msg, source)
+
+    def _on_refused_in_transaction(
+        self, err: Any, msg: Any, name: SendId, source: Source | None
+    ) -> None:
+        """Exactly-once: a sink send the broker refused (see ``app/refused_sinks.py``)."""
+        assert self._refusals is not None
+
+        def decide() -> tuple[bool, Any]:
+            answer, dead_letter = self._on_sink_failure(err, msg, source, write_dead_letter=False)
+            return answer == handlers.CONTINUE, dead_letter
+
+        reason = self._refusals.refused(name, decide)
+        if reason is not None and self._txn_error is None:
+            self._txn_error = (
+                TransactionErrorKind.ABORTABLE,
+                f"the broker refused a record to topic {msg.topic()} ({err}); {reason}",
+            )
+
+    def _lost_with_transaction(self, err: Any, msg: Any) -> bool:
+        """Under exactly-once, whether ``err`` is a record's failure that the transaction's
+        abort explains (a send refused because the transaction is doomed, a record purged by
+        the abort): no handler's business; re-processing sends it again."""
+        text = lost_with_transaction(err) if self._eos else None
+        if text is None:
+            return False
+        if self._txn_error is None:
+            topic = msg.topic() if msg is not None else None
+            self._txn_error = (TransactionErrorKind.ABORTABLE, f"a record to {topic}: {text}")
+        return True
+
+    def _on_skipped_send(self, name: SendId) -> None:
+        """Exactly-once, re-processing: a send dropped by the production handler is not made;
+        its dead-letter record is written in its place."""
+        if self._refusals is not None and self._dlq is not None:
+            dead_letter = self._refusals.skip.get(name)
+            if dead_letter is not None:
+                self._dlq.add(dead_letter)
 
     def send_refused_alone(self) -> None:
         """At-least-once, with the producer flushed (before a commit): sends each sink record
@@ -517,13 +616,13 @@ class StreamTask:
         record the broker refuses on its own reaches the production exception handler (see
         :data:`_BATCH_REFUSALS`)."""
         pending, self._refused_with_batch = self._refused_with_batch, []
-        for msg in pending:
+        for msg, source in pending:
             topic = msg.topic()
             if topic is None:
                 continue  # a delivery report always names its topic
             kwargs: dict[str, Any] = {
                 "partition": msg.partition(),
-                "on_delivery": self._on_sent_alone,
+                "on_delivery": functools.partial(self._on_sent_alone, source=source),
             }
             kind, timestamp = msg.timestamp()
             if kind != TIMESTAMP_NOT_AVAILABLE and timestamp >= 0:
@@ -533,18 +632,31 @@ class StreamTask:
             self._producer.produce(topic, msg.value(), msg.key(), **kwargs)
             # Nothing else is in flight: the record is a batch of its own.
             self._producer.flush(30)
+        if self._dlq is not None:
+            # The dead-letter records of those refused alone, before the commit.
+            self._producer.flush(30)
 
-    def _on_sent_alone(self, err: Any, msg: Any) -> None:
+    def _on_sent_alone(self, err: Any, msg: Any, source: Source | None = None) -> None:
         if err is not None:
-            self._on_sink_failure(err, msg)
+            self._on_sink_failure(err, msg, source)
 
-    def _on_sink_failure(self, err: Any, msg: Any) -> None:
-        """The production exception handler's decision on one refused sink record."""
+    def _on_sink_failure(
+        self, err: Any, msg: Any, source: Source | None = None, *, write_dead_letter: bool = True
+    ) -> tuple[str, DeadLetterRecord | None]:
+        """The production exception handler's decision on one refused sink record (whose
+        source record is ``source``), and the dead-letter record for it (written unless
+        not to ``write_dead_letter``; ``None`` without a dead-letter topic)."""
         topic = msg.topic() if msg is not None else None
         partition = msg.partition() if msg is not None else None
         exc = err if isinstance(err, BaseException) else StreamsError(str(err))
         context = handlers.ProcessingErrorContext(topic, partition, None, self.task_id, exc)
-        if handlers.decide(self._production_handler, context) == handlers.CONTINUE:
+        answer = handlers.decide(self._production_handler, context)
+        dead_letter = None
+        if self._dlq is not None:
+            dead_letter = self._dlq.record_of(exc, source)
+            if write_dead_letter:
+                self._dlq.add(dead_letter)
+        if answer == handlers.CONTINUE:
             self.dropped += 1
             _log.warning(
                 "task %s: a record to topic %s partition %s was not written (%s); "
@@ -556,6 +668,26 @@ class StreamTask:
             )
         elif self._send_error is None:
             self._send_error = f"a record to topic {topic} partition {partition} failed: {err}"
+        return answer, dead_letter
+
+    # -- the dead-letter queue ----------------------------------------------------------------
+
+    def _on_dead_letter_failure(self, err: Any, msg: Any) -> None:
+        # Under exactly-once a dead-letter record of a doomed transaction fails with it, and
+        # is written again when the task re-processes: only a refusal of its own counts.
+        if self._eos and (
+            self._txn_error is not None
+            or self._doomed_transaction(err)
+            or self._lost_with_transaction(err, msg)
+        ):
+            return
+        self._on_sink_failure(err, msg, None, write_dead_letter=False)
+
+    def send_dead_letters(self) -> None:
+        """Writes the dead-letter records found while the producer could not take them (a bad
+        record polled before the transaction began): called before each flush of a commit."""
+        if self._dlq is not None:
+            self._dlq.send_pending()
 
     def _on_record_dropped(self) -> None:
         self.dropped += 1
@@ -584,13 +716,17 @@ class StreamTask:
         return False
 
     def _raise_if_failed(self) -> None:
-        if self._txn_error is not None:
-            kind, text = self._txn_error
-            if kind is TransactionErrorKind.PRODUCER_FENCED:
-                raise TaskMigratedError(f"task {self.task_id}: the producer was fenced ({text})")
-            raise TransactionAbortedError(f"task {self.task_id}: a record failed ({text})")
+        txn_error = self._txn_error
+        if txn_error is not None and txn_error[0] is TransactionErrorKind.PRODUCER_FENCED:
+            fenced = f"the producer was fenced ({txn_error[1]})"
+            raise TaskMigratedError(f"task {self.task_id}: {fenced}")
+        # A handler's "fail" wins over an abort: re-processing would only meet it again.
         if self._send_error is not None:
             raise StreamsError(f"task {self.task_id}: {self._send_error}")
+        if self._txn_error is not None:
+            raise TransactionAbortedError(
+                f"task {self.task_id}: a record failed ({self._txn_error[1]})"
+            )
 
     def _on_changelog_delivery(self, err: Any, msg: Any) -> None:
         if err is not None and self._doomed_transaction(err):
@@ -676,12 +812,15 @@ class StreamTask:
             metadata = encode_partition_time(self._processed_time.get(queue, NOT_KNOWN))
             tp = KafkaTopicPartition(queue.topic, queue.partition, offset, metadata=metadata)
             offsets.append(tp)
+            self._committed[(queue.topic, queue.partition)] = offset
         return offsets
 
     def mark_committed(self) -> None:
         """The offsets :meth:`prepare_commit` returned are committed."""
         self.consumed.clear()
         self._processed.clear()
+        if self._refusals:
+            self._refusals.forget_committed(self._committed)
 
     def close(self) -> None:
         """Closes the processors of a graph, then the stores (persistent ones flush on
