@@ -4,6 +4,7 @@ partitions with nothing to restore. Each test failed before its fix."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import socket
@@ -485,3 +486,37 @@ def test_nothing_to_restore_is_heard_as_start_then_end_with_no_records(
         assert start <= end and total == 0, (partition, calls)
     assert heard.calls[1][0][2:] == (0, 0)
     assert again.close(30)
+
+
+# --- admin clients let go at close ------------------------------------------------------------
+
+
+def _admin_clients() -> int:
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    return sum(isinstance(o, AdminClient) for o in gc.get_objects())
+
+
+def test_a_closed_app_keeps_no_admin_client_alive(
+    kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
+) -> None:
+    # A stream thread's admin clients (the sink topics' timestamp limits, the repartition
+    # purge) lived as long as the app object: after the broker went away they kept reconnecting
+    # and logging "Connection refused" until the garbage collector found the app.
+    source, sink = kafka.create_topic(), kafka.create_topic()
+    topology = Topology()
+
+    @topology.processor(sources=[source], sinks=[sink])
+    def forward(ctx: Any, record: Any) -> None:
+        ctx.send(sink, record.key, record.value)
+
+    before = _admin_clients()
+    app = new_app(apps, kafka, topology, tmp_path)
+    app.start()
+    assert app.wait_for_state(State.RUNNING, TIMEOUT)
+    kafka.produce(source, [(b"k", b"v")])
+    assert _read(kafka, sink, 1) == [b"v"]
+    # The premise: sending to the sink made the thread an admin client of its own.
+    assert _admin_clients() > before
+    assert app.close(30)
+    assert _admin_clients() == before

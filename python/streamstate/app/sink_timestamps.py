@@ -63,6 +63,12 @@ class SinkTimestampLimits:
                     limits = self._limits[topic] = self._read(topic)
         return limits
 
+    def close(self) -> None:
+        """Lets go of the admin client: librdkafka destroys a client only with its last
+        reference, and a closed thread is often kept (by its app) long after it stopped."""
+        with self._lock:
+            self._admin = None
+
     def _read(self, topic: str) -> tuple[int | None, int | None]:
         try:
             if self._admin is None:

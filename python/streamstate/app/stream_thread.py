@@ -792,6 +792,9 @@ class StreamThread(threading.Thread):
             except (KafkaException, RuntimeError) as exc:
                 _log.debug("stream-thread [%s] closing the consumer: %s", self.name, exc)
             self.txn.close()
+            # Their admin clients would otherwise live (and reconnect) as long as the thread.
+            self._sink_limits.close()
+            self._purger.close()
             with self._lock:
                 self._state = ThreadState.DEAD
             self._on_state_change()

@@ -98,6 +98,11 @@ class RepartitionPurger:
         self._topics = topics
         self._pending: dict[KafkaTopicPartition, Future[object]] = {}
 
+    def close(self) -> None:
+        """Lets go of the admin client (librdkafka destroys it with its last reference)."""
+        self._admin = None
+        self._pending = {}
+
     def purge(self, committed: list[KafkaTopicPartition]) -> None:
         """Asks the broker to delete the records below each committed offset of a repartition
         partition in ``committed`` (does not wait)."""
