@@ -56,6 +56,7 @@ PUBLIC_MODULES = [
     "streamstate.spark",
     "streamstate.testing",
     "streamstate.monitoring",
+    "streamstate.tools",
     "streamstate.errors",
 ]
 
@@ -64,6 +65,7 @@ CLI_COMMANDS = [
     ["restore"],
     ["query"],
     ["run"],
+    ["reset"],
     ["demo"],
     ["kafka", "start"],
     ["kafka", "stop"],

@@ -2,8 +2,9 @@
 
 Subcommands: ``kafka start|stop|status`` (a local single-node Kafka), ``demo`` (the
 end-to-end tour on that broker), ``restore`` (a changelog topic into persistent stores),
-``query`` (a restored store) and ``run`` (an app file's ``StreamsApp``). Errors print one line
-on stderr and exit non-zero; ``--debug`` shows the traceback instead.
+``query`` (a restored store), ``run`` (an app file's ``StreamsApp``) and ``reset``
+(Kafka's application reset tool). Errors print one line on stderr and exit non-zero;
+``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from confluent_kafka.admin import AdminClient
 
 from streamstate.cli.kafka import main as kafka_main
+from streamstate.cli.reset import add_command as add_reset
 from streamstate.cli.restore import add_commands as add_restore_and_query
 from streamstate.cli.run import add_command as add_run
 from streamstate.clients.config import admin_config
@@ -114,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_restore_and_query(sub)
     add_run(sub)
+    add_reset(sub)
     return parser
 
 
