@@ -212,6 +212,34 @@ def test_jvm_that_dies_at_startup_reports_its_log(
     assert broker.status()["running"] is False
 
 
+def test_a_port_taken_before_the_broker_binds_it_is_replaced(
+    kafka: KafkaTestCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between choosing a free port and the JVM binding it, another broker or a client's
+    # outgoing connection may take it: the start tries again with new ports.
+    broker = LocalKafka(tmp_path / "retry", heap_mb=512)
+    handed: list[list[int]] = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        real_free_ports = kafka_local._free_ports
+
+        def taken_first(count: int) -> list[int]:
+            ports = real_free_ports(count)
+            handed.append([*ports[:-1], port] if not handed else ports)
+            return handed[-1]
+
+        monkeypatch.setattr(kafka_local, "_free_ports", taken_first)
+        try:
+            address = broker.start(fresh=True, timeout=120)
+            assert len(handed) == 2 and port in handed[0], "the first start had the taken port"
+            assert port not in handed[1] and address.endswith(f":{handed[1][0]}")
+            assert _port_accepts(address)
+        finally:
+            broker.stop()
+
+
 def test_cli_and_a_second_broker_stop_cleanly(
     kafka: KafkaTestCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

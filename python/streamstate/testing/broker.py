@@ -239,6 +239,10 @@ def _port_open(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+# Starts of a broker whose listener found its port taken (see LocalKafka.start).
+_BIND_ATTEMPTS = 3
+
+
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         # As the JVM's server sockets do: connections of clients of the stopped broker left in
@@ -572,6 +576,14 @@ class LocalKafka:
             "share.coordinator.state.topic.replication.factor=1",
             "share.coordinator.state.topic.min.isr=1",
             "group.initial.rebalance.delay.ms=0",
+            # Streams groups (KIP-1071) as quick as a test needs: a 1 s first-assignment delay
+            # (3 s by default), 1 s heartbeats and a 6 s session (45 s by default), so that a
+            # killed member's tasks move within seconds.
+            "group.streams.initial.rebalance.delay.ms=1000",
+            "group.streams.min.heartbeat.interval.ms=500",
+            "group.streams.heartbeat.interval.ms=1000",
+            "group.streams.min.session.timeout.ms=6000",
+            "group.streams.session.timeout.ms=6000",
             # Topics exist only when created explicitly; see the module docstring.
             "auto.create.topics.enable=false",
             "num.network.threads=2",
@@ -703,6 +715,15 @@ class LocalKafka:
             )
         return int(pid_text)
 
+    def _bind_failed(self, log_start: int) -> bool:
+        """Whether the broker's log since ``log_start`` says a listener could not bind."""
+        try:
+            with self.log_file.open("rb") as log:
+                log.seek(log_start)
+                return b"Address already in use" in log.read()
+        except OSError:
+            return False
+
     def _wait_ready(self, pid: int, address: str, port: int, deadline: float) -> None:
         admin: Any = None
         while True:
@@ -767,32 +788,40 @@ class LocalKafka:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
                 with contextlib.suppress(FileNotFoundError):
                     self.log_file.unlink()
-            broker_port, controller_port = self._ports(fresh)
-            self._write_config(broker_port, controller_port)
-            if not (self.data_dir / "meta.properties").is_file():
-                shutil.rmtree(self.data_dir, ignore_errors=True)
-                self._format_storage(java, classpath)
-
-            address = f"{_HOST}:{broker_port}"
             started = time.monotonic()
-            pid = self._launch(java, classpath)
-            self.pid_file.write_text(f"{pid}\n", encoding="utf-8")
-            try:
-                self._wait_ready(pid, address, broker_port, deadline)
-            except BaseException:
-                if self._alive(pid):
-                    self._stop_pid(pid, 10.0)
-                self._clear_runtime_files()
-                raise
-            self.bootstrap_file.write_text(f"{address}\n", encoding="utf-8")
+            for attempt in range(_BIND_ATTEMPTS):
+                # A port found free can be taken before the JVM binds it (another broker, or
+                # a client's outgoing connection in the same ephemeral range): new ones then.
+                broker_port, controller_port = self._ports(fresh or attempt > 0)
+                self._write_config(broker_port, controller_port)
+                if not (self.data_dir / "meta.properties").is_file():
+                    shutil.rmtree(self.data_dir, ignore_errors=True)
+                    self._format_storage(java, classpath)
+                address = f"{_HOST}:{broker_port}"
+                log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
+                pid = self._launch(java, classpath)
+                self.pid_file.write_text(f"{pid}\n", encoding="utf-8")
+                try:
+                    self._wait_ready(pid, address, broker_port, deadline)
+                    break
+                except BaseException as exc:
+                    if self._alive(pid):
+                        self._stop_pid(pid, 10.0)
+                    self._clear_runtime_files()
+                    retry = attempt + 1 < _BIND_ATTEMPTS and isinstance(exc, LocalKafkaError)
+                    if not (retry and self._bind_failed(log_start)):
+                        raise
+                    _log.warning("a port of the broker was taken before it bound it; new ports")
+            ready = f"{_HOST}:{broker_port}"
+            self.bootstrap_file.write_text(f"{ready}\n", encoding="utf-8")
             _log.info(
                 "Kafka %s ready at %s (pid %d) after %.1f s",
                 _libs_version(libs) or self.version,
-                address,
+                ready,
                 pid,
                 time.monotonic() - started,
             )
-            return address
+            return ready
 
     # -- stop -----------------------------------------------------------------------------------
 
