@@ -1,5 +1,6 @@
-"""What the tests of running apps share: waiting, with a deadline, for something to happen,
-and an app in a child process to SIGKILL."""
+"""What the tests of running apps share: an app on the test broker, waiting, with a deadline,
+for something to happen, a consumer that refuses calls from other threads, and an app in a
+child process to SIGKILL."""
 
 from __future__ import annotations
 
@@ -7,12 +8,78 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streamstate.app import StreamsApp, Topology
+from streamstate.kafka_local import KafkaTestCluster
+
 TIMEOUT = 90.0
+
+
+def new_app(
+    apps: list[StreamsApp],
+    kafka: KafkaTestCluster,
+    topology: Topology,
+    tmp: Path,
+    **config: Any,
+) -> StreamsApp:
+    """A ``StreamsApp`` of ``topology`` on the test broker ``kafka`` with a fresh application
+    id, state under ``tmp``, commits every 200 ms and a 6 s session (``config`` overrides);
+    added to ``apps`` (the ``apps`` fixture closes it)."""
+    app = StreamsApp(
+        topology,
+        {
+            "application.id": f"app-{uuid.uuid4().hex[:10]}",
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "state.dir": str(tmp),
+            "commit.interval.ms": 200,
+            "session.timeout.ms": 6000,
+            **config,
+        },
+    )
+    apps.append(app)
+    return app
+
+
+class OwnedConsumer:
+    """A stream thread's consumer behind a proxy: a call from any thread but its owner fails
+    that caller (and is recorded: confluent-kafka's ``position()`` from another thread waits
+    behind the owner's ``consume()``); ``park`` holds the owner inside its next ``consume()``
+    until ``release`` is set."""
+
+    def __init__(self, real: Any, owner: threading.Thread) -> None:
+        self._real = real
+        self._owner = owner
+        self.park = threading.Event()
+        self.parked = threading.Event()
+        self.release = threading.Event()
+        self.foreign_calls: list[str] = []
+
+    def consume(self, *args: Any, **kwargs: Any) -> Any:
+        """The real ``consume``, after parking the owner if ``park`` is set."""
+        if self.park.is_set() and threading.current_thread() is self._owner:
+            self.park.clear()
+            self.parked.set()
+            self.release.wait(TIMEOUT)
+        return self._real.consume(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._real, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is not self._owner:
+                self.foreign_calls.append(name)
+                raise AssertionError(f"{name}() called on the stream thread's consumer")
+            return attr(*args, **kwargs)
+
+        return call
 
 
 def wait_until(

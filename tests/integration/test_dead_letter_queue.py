@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apps import TIMEOUT, wait_until
+from tests.apps import TIMEOUT, new_app, wait_until
 
 from streamstate import StreamThreadExceptionResponse
 from streamstate.app import State, StreamsApp, Topology
@@ -27,24 +27,6 @@ from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import IntegerDeserializer
 
 GUARANTEES = ["at_least_once", "exactly_once_v2"]
-
-
-def new_app(
-    apps: list[StreamsApp], kafka: KafkaTestCluster, topology: Topology, tmp: Path, **config: Any
-) -> StreamsApp:
-    app = StreamsApp(
-        topology,
-        {
-            "application.id": f"dlq-{uuid.uuid4().hex[:10]}",
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "state.dir": str(tmp),
-            "commit.interval.ms": 200,
-            "session.timeout.ms": 6000,
-            **config,
-        },
-    )
-    apps.append(app)
-    return app
 
 
 def read(

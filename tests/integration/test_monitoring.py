@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
-from tests.apps import TIMEOUT, wait_until
+from tests.apps import TIMEOUT, OwnedConsumer, new_app, wait_until
 
 from streamstate.app import State, StreamsApp, Topology
 from streamstate.kafka_local import KafkaTestCluster
@@ -52,24 +52,6 @@ class Scrape:
         """The value of the one sample named ``name`` with ``labels``."""
         (value,) = self.values(name, **labels)
         return value
-
-
-def new_app(
-    apps: list[StreamsApp], kafka: KafkaTestCluster, topology: Topology, tmp: Path, **config: Any
-) -> StreamsApp:
-    app = StreamsApp(
-        topology,
-        {
-            "application.id": f"mon-{uuid.uuid4().hex[:10]}",
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "state.dir": str(tmp),
-            "commit.interval.ms": 200,
-            "session.timeout.ms": 6000,
-            **config,
-        },
-    )
-    apps.append(app)
-    return app
 
 
 def exporter_of(*apps: StreamsApp, registry: CollectorRegistry | None = None) -> PrometheusExporter:
@@ -162,40 +144,6 @@ def test_a_scrape_has_kafkas_names_tags_types_and_exact_counts(
         assert Scrape(exporter.url).value(STATE, client_id=client, state="NOT_RUNNING") == 1.0
 
 
-class _OwnedConsumer:
-    """The stream thread's consumer behind a proxy: a call from any other thread fails that
-    caller (and is recorded); ``park`` holds the owner inside its next ``consume()`` until
-    ``release`` is set."""
-
-    def __init__(self, real: Any, owner: threading.Thread) -> None:
-        self._real = real
-        self._owner = owner
-        self.park = threading.Event()
-        self.parked = threading.Event()
-        self.release = threading.Event()
-        self.foreign_calls: list[str] = []
-
-    def consume(self, *args: Any, **kwargs: Any) -> Any:
-        if self.park.is_set() and threading.current_thread() is self._owner:
-            self.park.clear()
-            self.parked.set()
-            self.release.wait(TIMEOUT)
-        return self._real.consume(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._real, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if threading.current_thread() is not self._owner:
-                self.foreign_calls.append(name)
-                raise AssertionError(f"{name}() called on the stream thread's consumer")
-            return attr(*args, **kwargs)
-
-        return call
-
-
 def test_a_scrape_returns_while_the_stream_thread_is_parked_in_consume(
     kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
 ) -> None:
@@ -213,7 +161,7 @@ def test_a_scrape_returns_while_the_stream_thread_is_parked_in_consume(
     assert app.wait_for_state(State.RUNNING, TIMEOUT)
     wait_until(lambda: len(seen) == 20, "every record processed")
     (thread,) = app._threads
-    proxy = _OwnedConsumer(thread.consumer, thread)
+    proxy = OwnedConsumer(thread.consumer, thread)
     thread.consumer = proxy
     thread.fetch._consumer = proxy
     with exporter_of(app) as exporter:

@@ -12,12 +12,11 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apps import TIMEOUT, wait_until
+from tests.apps import TIMEOUT, OwnedConsumer, new_app, wait_until
 
 from streamstate import Processor, StreamsError, StreamThreadExceptionResponse
 from streamstate.app import State, StreamsApp, Topology, streams_app
@@ -27,61 +26,7 @@ from streamstate.state import topic_restore
 from streamstate.state.restorer import StateRestoreListener
 from streamstate.state.stores import PersistentKeyValueStore
 
-
-def new_app(
-    apps: list[StreamsApp], kafka: KafkaTestCluster, topology: Topology, tmp: Path, **config: Any
-) -> StreamsApp:
-    app = StreamsApp(
-        topology,
-        {
-            "application.id": f"op-{uuid.uuid4().hex[:10]}",
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "state.dir": str(tmp),
-            "commit.interval.ms": 200,
-            "session.timeout.ms": 6000,
-            **config,
-        },
-    )
-    apps.append(app)
-    return app
-
-
 # --- metrics() from another thread -----------------------------------------------------------
-
-
-class _OwnedConsumer:
-    """The stream thread's consumer, seen through a proxy: any call from a thread other than
-    its owner fails the caller (confluent-kafka's ``position()`` from another thread waits
-    behind the owner's ``consume()``); ``park`` holds the owner inside its next ``consume()``
-    until ``release`` is set."""
-
-    def __init__(self, real: Any, owner: threading.Thread) -> None:
-        self._real = real
-        self._owner = owner
-        self.park = threading.Event()
-        self.parked = threading.Event()
-        self.release = threading.Event()
-        self.foreign_calls: list[str] = []
-
-    def consume(self, *args: Any, **kwargs: Any) -> Any:
-        if self.park.is_set() and threading.current_thread() is self._owner:
-            self.park.clear()
-            self.parked.set()
-            self.release.wait(TIMEOUT)
-        return self._real.consume(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._real, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if threading.current_thread() is not self._owner:
-                self.foreign_calls.append(name)
-                raise AssertionError(f"{name}() called on the stream thread's consumer")
-            return attr(*args, **kwargs)
-
-        return call
 
 
 def test_metrics_never_touch_the_stream_threads_consumer(
@@ -101,7 +46,7 @@ def test_metrics_never_touch_the_stream_threads_consumer(
     assert app.wait_for_state(State.RUNNING, TIMEOUT)
     wait_until(lambda: len(seen) == 20, "every record processed")
     (thread,) = app._threads
-    proxy = _OwnedConsumer(thread.consumer, thread)
+    proxy = OwnedConsumer(thread.consumer, thread)
     thread.consumer = proxy
     thread.fetch._consumer = proxy
     # The lags the thread publishes once it has polled through the proxy: nothing left to read.

@@ -16,31 +16,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from tests.apps import TIMEOUT, wait_until
+from tests.apps import TIMEOUT, new_app, wait_until
 
 from streamstate import StreamsError, StreamThreadExceptionResponse
 from streamstate.app import State, StreamsApp, Topology
 from streamstate.app.task import decode_partition_time
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import IntegerDeserializer
-
-
-def new_app(
-    apps: list[StreamsApp], kafka: KafkaTestCluster, topology: Topology, tmp: Path, **config: Any
-) -> StreamsApp:
-    app = StreamsApp(
-        topology,
-        {
-            "application.id": f"rf-{uuid.uuid4().hex[:10]}",
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "state.dir": str(tmp),
-            "commit.interval.ms": 200,
-            "session.timeout.ms": 6000,
-            **config,
-        },
-    )
-    apps.append(app)
-    return app
 
 
 def committed(kafka: KafkaTestCluster, group: str, topic: str, partitions: int) -> list[Any]:
