@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from streamstate._core import __version__
 from streamstate.app import (
+    HostInfo,
+    KeyQueryMetadata,
     ProcessorContext,
     State,
     StreamsApp,
+    StreamsMetadata,
     StreamThreadExceptionResponse,
     Topology,
 )
@@ -94,6 +97,7 @@ __all__ = [
     "DeserializationError",
     "EmitStrategy",
     "GlobalKTable",
+    "HostInfo",
     "InMemoryKeyValueStore",
     "InvalidStateStoreError",
     "InvalidStateStorePartitionError",
@@ -103,6 +107,7 @@ __all__ = [
     "KGroupedTable",
     "KStream",
     "KTable",
+    "KeyQueryMetadata",
     "Materialized",
     "NoSuchElementError",
     "OffsetCheckpoint",
@@ -135,6 +140,7 @@ __all__ = [
     "StreamsApp",
     "StreamsBuilder",
     "StreamsError",
+    "StreamsMetadata",
     "StreamsNotStartedError",
     "StreamsRebalancingError",
     "Suppressed",

@@ -59,6 +59,8 @@ _KNOWN = {
     "state.cleanup.delay.ms",
     "replication.factor",
     "errors.dead.letter.queue.topic.name",
+    "group.protocol",
+    "application.server",
 }
 DEFAULT_STATE_CLEANUP_DELAY_MS = 600_000
 """``state.cleanup.delay.ms``'s default (Kafka's): ten minutes."""
@@ -81,6 +83,9 @@ class StreamsConfig:
     kept (``app/state_directory.py``); ``replication.factor`` and ``topic.*`` configure the
     internal topics (``app/internal_topics.py``). ``errors.dead.letter.queue.topic.name``
     (Kafka 4.2+, KIP-1034) names the dead-letter topic (``app/dead_letter_queue.py``).
+    ``group.protocol`` is ``classic`` (the default) or ``streams`` (KIP-1071:
+    ``docs/rebalancing.md``); ``application.server`` (``host:port``) is this instance's
+    endpoint, shared with the group under the streams protocol.
     """
 
     application_id: str
@@ -109,6 +114,9 @@ class StreamsConfig:
     replication_factor: int = -1
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     dead_letter_queue_topic: str | None = None
+    # "classic" (librdkafka's group membership) or "streams" (KIP-1071, docs/rebalancing.md).
+    group_protocol: str = "classic"
+    application_server: str | None = None
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -204,6 +212,8 @@ class StreamsConfig:
             replication_factor=parse_replication_factor(config.get("replication.factor", -1)),
             topic_configs=parse_topic_configs(config),
             dead_letter_queue_topic=_dead_letter_topic(config),
+            group_protocol=_group_protocol(config),
+            application_server=_application_server(config),
         )
 
     @property
@@ -229,6 +239,24 @@ def _renamed(config: Mapping[str, Any], name: str, default: Any) -> Any:
     if name in config:
         return config[name]
     return config.get(old, default)
+
+
+def _group_protocol(config: Mapping[str, Any]) -> str:
+    # Kafka Streams 4.4's values, case-insensitive as its GroupProtocol parsing is.
+    value = str(config.get("group.protocol", "classic")).lower()
+    if value not in ("classic", "streams"):
+        raise ValueError(f"group.protocol must be 'classic' or 'streams', not {value!r}")
+    return value
+
+
+def _application_server(config: Mapping[str, Any]) -> str | None:
+    value = config.get("application.server")
+    if value is None or value == "":
+        return None  # Kafka's default: no endpoint
+    host, sep, port = str(value).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"application.server must be host:port, not {value!r}")
+    return str(value)
 
 
 def _dead_letter_topic(config: Mapping[str, Any]) -> str | None:

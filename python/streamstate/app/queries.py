@@ -17,6 +17,11 @@ no local store answers while the client is             ``StreamsRebalancingError
 no local active task has the store, or it was closed   ``StateStoreMigratedError`` (rediscover)
 =====================================================  ==========================================
 
+Under ``group.protocol="streams"`` a ``get`` over every local partition of a key whose partition
+is active on another instance raises ``InvalidStateStorePartitionError`` naming the partition
+and that instance, rather than returning ``None`` as if the key were absent
+(``docs/rebalancing.md``).
+
 So during a rebalance, the stores of running tasks and global stores keep answering, as Kafka
 Streams answers them from a stream thread that is ``RUNNING`` while its other tasks restore on
 the state updater (KIP-869); only what is restoring or moving raises. One deliberate difference:
@@ -56,6 +61,9 @@ __all__ = ["ReadOnlyKeyValueStore"]
 Lookup = Callable[[str, int | None], list[Any]]
 # (name, partition) -> whether that store (partition, or any local partition) is restoring.
 Restoring = Callable[[str, int | None], bool]
+# (name, key) -> None when the key's partition is here (or unknown), else (its partition,
+# where it lives): group.protocol=streams only (app/key_metadata.py).
+Locate = Callable[[str, bytes], "tuple[int, str] | None"]
 
 
 class ReadOnlyKeyValueStore:
@@ -72,6 +80,7 @@ class ReadOnlyKeyValueStore:
         is_global: Callable[[str], bool],
         lookup: Lookup,
         restoring: Restoring | None = None,
+        locate: Locate | None = None,
     ) -> None:
         """Made by :meth:`StreamsApp.store <streamstate.StreamsApp.store>`."""
         self.name = name
@@ -81,6 +90,7 @@ class ReadOnlyKeyValueStore:
         self._is_global = is_global
         self._lookup = lookup
         self._restoring = restoring
+        self._locate = locate
 
     def __repr__(self) -> str:
         """``ReadOnlyKeyValueStore('name', partition=p)``."""
@@ -153,6 +163,18 @@ class ReadOnlyKeyValueStore:
             return None
 
         result: bytes | None = self._call(find)
+        if result is None and self.partition is None and self._locate is not None:
+            # Under the streams protocol the key's partition is known: a key held by another
+            # instance is not reported absent (Kafka would return null).
+            elsewhere = self._locate(self.name, key)
+            if elsewhere is not None:
+                partition, host = elsewhere
+                raise InvalidStateStorePartitionError(
+                    f"the key's partition {partition} of store {self.name} is not hosted on "
+                    f"this instance (active on {host}): ask there (query_metadata_for_key)",
+                    partition=partition,
+                    store_name=self.name,
+                )
         return result
 
     def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:

@@ -68,7 +68,10 @@ from streamstate.app.refused_sinks import RefusedSends
 from streamstate.app.sink_timestamps import SinkTimestampLimits
 from streamstate.app.state_directory import LockedTasks, is_lock_conflict
 from streamstate.app.state_updater import StateUpdater
+from streamstate.app.streams_group import StreamsGroupMember
+from streamstate.app.streams_membership import StreamsMembership
 from streamstate.app.task import StreamTask, TransactionAbortedError, decode_partition_time
+from streamstate.app.task_assignment import TaskPartitions
 from streamstate.app.thread_producer import (
     ProducerFencedError,
     ThreadProducer,
@@ -128,9 +131,12 @@ class StreamThread(threading.Thread):
         restore_listener: StateRestoreListener | None = None,
         wait_for: threading.Event | None = None,
         process_id: str | None = None,
+        streams_member: StreamsGroupMember | None = None,
     ) -> None:
-        """Creates the clients; nothing is joined before :meth:`start`. With ``wait_for``, the
-        thread joins the group only once that event is set (the global stores' bootstrap).
+        """Creates the clients; nothing is joined before :meth:`start`. With
+        ``streams_member`` the thread is that member of a streams group (KIP-1071). With
+        ``wait_for``, the thread joins the group only once that event is set (the global
+        stores' bootstrap).
         ``process_id`` (the client's, from its state directory) names the transactional
         producer under exactly-once (a random one when not given)."""
         name = f"{config.client_id}-StreamThread-{index + 1}"
@@ -153,6 +159,7 @@ class StreamThread(threading.Thread):
             instance_id = f"{config.group_instance_id}{suffix}"
         servers, overrides = config.bootstrap_servers, config.overrides
         self.eos = config.exactly_once
+        self._streams = streams_member is not None
         consumer_config = main_consumer_config(
             servers,
             group_id=config.application_id,
@@ -189,12 +196,18 @@ class StreamThread(threading.Thread):
         self.locked = LockedTasks()
         # Whether a task waited for records last loop (FetchControl.records_to_poll).
         self._starving = False
-        self.coordinator = ConsumerCoordinator(
-            self.consumer,
-            topology.source_topics,
-            on_assigned=self._on_assigned,
-            on_revoked=self._on_revoked,
-            on_lost=self._on_lost,
+        callbacks = {
+            "on_assigned": self._on_assigned,
+            "on_revoked": self._on_revoked,
+            "on_lost": self._on_lost,
+        }
+        # group.protocol=streams: the broker assigns tasks (app/streams_membership.py).
+        self.coordinator: ConsumerCoordinator | StreamsMembership = (
+            StreamsMembership(
+                streams_member, self.consumer, TaskPartitions(topology), name=name, **callbacks
+            )
+            if streams_member is not None
+            else ConsumerCoordinator(self.consumer, topology.source_topics, **callbacks)
         )
         self._last_commit = time.monotonic()
         # Since when a due commit has been put off by a rebalance (None: none is), and when a
@@ -409,7 +422,7 @@ class StreamThread(threading.Thread):
     def _on_assigned(self, partitions: list[KafkaTopicPartition]) -> None:
         # librdkafka assigns after the callback anyway; assigning here lets the callback pause
         # partitions of restoring tasks before any record of theirs is fetched.
-        if "cooperative" in self._config.partition_assignment_strategy:
+        if self._streams or "cooperative" in self._config.partition_assignment_strategy:
             self.consumer.incremental_assign(partitions)
         else:
             self.consumer.assign(partitions)
@@ -452,13 +465,12 @@ class StreamThread(threading.Thread):
                 self.tasks[task_id] = task
             created.append(task)
         if created:
-            committed = self.consumer.committed(
+            committed = self._committed(
                 [
                     KafkaTopicPartition(tp.topic, tp.partition)
                     for t in created
                     for tp in t.partitions
-                ],
-                timeout=30,
+                ]
             )
             # Until the consumer hands over a record of a partition, its lag (KIP-695) counts
             # from where the task starts.
@@ -496,6 +508,11 @@ class StreamThread(threading.Thread):
         if ready:
             self.consumer.resume(ready)
         self._update_running_state()
+
+    def _committed(self, partitions: list[KafkaTopicPartition]) -> list[KafkaTopicPartition]:
+        if isinstance(self.coordinator, StreamsMembership):
+            return self.coordinator.committed(partitions)  # why: StreamsMembership.committed
+        return list(self.consumer.committed(partitions, timeout=30))
 
     def _queue_size(self, key: tuple[str, int]) -> int | None:
         task = self.tasks.get(self._topology.task_id(key[0], key[1]))
@@ -600,7 +617,7 @@ class StreamThread(threading.Thread):
         ]
         if not assigned:
             return
-        for c in self.consumer.committed(assigned, timeout=30):
+        for c in self._committed(assigned):
             offset = c.offset if c.offset >= 0 else OFFSET_BEGINNING
             self.consumer.seek(KafkaTopicPartition(c.topic, c.partition, offset))
         self._open_tasks(assigned)
@@ -752,6 +769,11 @@ class StreamThread(threading.Thread):
     def _commit_offsets(self, offsets: list[KafkaTopicPartition], *, defer: bool) -> bool:
         """At-least-once: commits ``offsets`` with the consumer; False when the commit is to be
         tried again (a rebalance met, or a failure the cluster may not have next time)."""
+        if isinstance(self.coordinator, StreamsMembership):
+            # A streams group takes commits from its members only (app/streams_membership.py).
+            return self.coordinator.commit_offsets(
+                offsets, self._put_off_by_rebalance if defer else None
+            )
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
             return True

@@ -20,6 +20,15 @@ from streamstate.app.internal_topics import (
     internal_topic_config,
     make_ready,
 )
+from streamstate.app.key_metadata import (
+    KeyQueryMetadata,
+    StreamsMetadata,
+    check_streams_broker,
+    key_query_metadata,
+    new_streams_member,
+    serialize_key,
+    streams_metadata,
+)
 from streamstate.app.metrics import RestoreMetrics
 from streamstate.app.queries import ReadOnlyKeyValueStore
 from streamstate.app.state import State, StateListener, StateMachine
@@ -30,11 +39,13 @@ from streamstate.app.state_directory import (
     process_id,
 )
 from streamstate.app.stream_thread import StreamThread, ThreadState
+from streamstate.app.streams_group import StreamsGroupMember
+from streamstate.app.task_assignment import subtopology_sources, subtopology_stores
 from streamstate.app.topology import Topology
 from streamstate.clients.config import admin_config
 from streamstate.clients.kafka_errors import error_text
 from streamstate.clients.rdkafka_log import RDKAFKA_LOG
-from streamstate.errors import StreamsError
+from streamstate.errors import StreamsError, StreamsNotStartedError, UnknownStateStoreError
 from streamstate.processor.repartition import REPARTITION_TOPIC_CONFIG, plan_internal_topics
 from streamstate.state.restorer import StateRestoreListener
 
@@ -73,10 +84,19 @@ class StreamsApp:
         self.config = StreamsConfig.from_mapping(config)
         topology.validate()
         sources = topology.source_topics
-        if len(sources) > 1 and "partition.assignment.strategy" not in config:
+        self._streams_protocol = self.config.group_protocol == "streams"
+        if self._streams_protocol and self.config.exactly_once:
+            raise StreamsError(
+                "group.protocol=streams supports at-least-once only in this release: "
+                "exactly_once_v2 needs transactional offset commits fenced by the streams "
+                "member's epoch (docs/rebalancing.md); use group.protocol=classic for it"
+            )
+        # Under the streams protocol the broker assigns tasks: no consumer assignor is involved.
+        several = len(sources) > 1 and not self._streams_protocol
+        if several and "partition.assignment.strategy" not in config:
             # cooperative-sticky does not keep partition p of every source topic together.
             self.config = dataclasses.replace(self.config, partition_assignment_strategy="range")
-        elif len(sources) > 1 and self.config.partition_assignment_strategy != "range":
+        elif several and self.config.partition_assignment_strategy != "range":
             raise ValueError(
                 "a topology with several (co-partitioned) source topics needs "
                 "partition.assignment.strategy=range"
@@ -103,6 +123,10 @@ class StreamsApp:
         # Read from the state directory at start() (under its lock): what names the stream
         # threads' transactional producers under exactly-once.
         self.process_id: str | None = None
+        # Partition counts of the topology's topics, read at start() (key metadata, and the
+        # repartition topics' counts in a streams group's topology).
+        self._partition_counts: dict[str, int] = {}
+        self._members: list[StreamsGroupMember] = []
 
     # -- state --------------------------------------------------------------------------------
 
@@ -170,6 +194,11 @@ class StreamsApp:
         try:
             self.process_id = str(process_id(self.config.app_dir()))
             self._prepare_topics()
+            if self._streams_protocol:
+                # A broker without streams groups fails start() here, naming itself and the
+                # setting, rather than each stream thread dying of it.
+                check_streams_broker(self._streams_member(0))
+                self._members.clear()
         except BaseException:
             self._directory_lock.release()
             raise
@@ -208,7 +237,15 @@ class StreamsApp:
             restore_listener=self._restore_metrics,
             wait_for=self._global.bootstrapped if self._global is not None else None,
             process_id=self.process_id,
+            streams_member=self._streams_member(index) if self._streams_protocol else None,
         )
+
+    def _streams_member(self, index: int) -> StreamsGroupMember:
+        member = new_streams_member(
+            self.config, self._bound, self._partition_counts, self.process_id or "", index
+        )
+        self._members.append(member)
+        return member
 
     def transactional_ids(self) -> list[str]:
         """Under exactly-once, each stream thread's ``transactional.id``
@@ -294,6 +331,7 @@ class StreamsApp:
             for name, info in metadata.topics.items()
             if info.error is None
         }
+        self._partition_counts = dict(existing)
         # replication.factor -1 is the broker's default.replication.factor, as in Kafka 3.0+.
         replication = self.config.replication_factor
         topic_configs = self.config.topic_configs
@@ -302,6 +340,7 @@ class StreamsApp:
         if topology.is_graph:
             internal = plan_internal_topics(topology.graph(), self.config.application_id, existing)
             changelog_partitions = internal.changelogs
+            self._partition_counts.update(internal.repartitions)
             wanted += [
                 NewTopic(
                     topic,
@@ -432,6 +471,7 @@ class StreamsApp:
             is_global=lambda n: n in self.topology.global_stores,
             lookup=self._lookup,
             restoring=self._store_restoring,
+            locate=self._locate_key if self._streams_protocol else None,
         )
         spec = self.topology.stores.get(name) or self.topology.global_stores.get(name)
         typed = getattr(spec, "typed", None)
@@ -461,6 +501,81 @@ class StreamsApp:
                 if store is not None and store.is_open():
                     found.append(store)
         return found
+
+    def _locate_key(self, store_name: str, key: bytes) -> tuple[int, str] | None:
+        """None when ``key``'s partition of the store is active here or unknown; else the
+        partition and where it is active."""
+        if store_name not in self.topology.stores:
+            return None
+        meta = self.query_metadata_for_key(store_name, key)
+        if meta.partition < 0:
+            return None
+        for thread in self._threads:
+            for task in thread.active_tasks().values():
+                if task.partition == meta.partition and store_name in task.stores:
+                    return None
+        host = meta.active_host
+        return meta.partition, f"{host.host}:{host.port}" if host.port >= 0 else "no instance"
+
+    def metadata_for_all_streams_clients(self) -> list[StreamsMetadata]:
+        """Every instance of the application (Kafka's ``metadataForAllStreamsClients``): its
+        ``application.server``, the stores of its tasks and their source partitions, as the
+        broker last shared them (empty until it did); ``group.protocol="streams"`` only (else
+        :class:`~streamstate.errors.StreamsError`, as :meth:`query_metadata_for_key`)."""
+        self._need_streams_metadata("metadata_for_all_streams_clients")
+        stores_by_topic: dict[str, tuple[str, ...]] = {}
+        stores = subtopology_stores(self._bound)
+        for sub, topics in subtopology_sources(self._bound).items():
+            for topic in topics:
+                stores_by_topic[topic] = stores.get(sub, ())
+        members = list(self._members)
+        return streams_metadata(members[-1].endpoints() if members else [], stores_by_topic)
+
+    def streams_metadata_for_store(self, store_name: str) -> list[StreamsMetadata]:
+        """The instances holding store ``store_name`` (Kafka's ``streamsMetadataForStore``);
+        see :meth:`metadata_for_all_streams_clients`."""
+        if store_name not in self.topology.stores:
+            raise UnknownStateStoreError(f"no store named {store_name!r} in the topology")
+        return [
+            m for m in self.metadata_for_all_streams_clients() if store_name in m.state_store_names
+        ]
+
+    def _need_streams_metadata(self, what: str) -> None:
+        if self.state is State.CREATED:
+            raise StreamsNotStartedError("the client is not started yet: call start() first")
+        if not self._streams_protocol:
+            raise StreamsError(
+                f"{what} needs group.protocol=streams: under the classic protocol this client "
+                "does not learn the other instances' endpoints"
+            )
+
+    def query_metadata_for_key(
+        self, store_name: str, key: Any, key_serializer: Any = None
+    ) -> KeyQueryMetadata:
+        """Where ``key`` of store ``store_name`` lives (Kafka's ``queryMetadataForKey``): the
+        instance (``application.server``) running the active task of the key's partition,
+        those with standbys of it, and the partition. ``key_serializer`` (a ``Serde``, a
+        serializer, or a callable) makes the key's bytes; without it the key must be bytes.
+        Known under ``group.protocol="streams"`` only (the broker shares every member's
+        endpoint); ``KeyQueryMetadata.NOT_AVAILABLE``-like (host ``unavailable``) until the
+        first heartbeat brought the endpoints. Raises ``UnknownStateStoreError`` for a store
+        the topology lacks, ``StreamsNotStartedError`` before ``start()``, and
+        :class:`~streamstate.errors.StreamsError` under the classic protocol."""
+        if store_name not in self.topology.stores:
+            raise UnknownStateStoreError(f"no store named {store_name!r} in the topology")
+        self._need_streams_metadata("query_metadata_for_key")
+        sources = next(
+            (
+                subtopology_sources(self._bound)[sub]
+                for sub, stores in subtopology_stores(self._bound).items()
+                if store_name in stores
+            ),
+            (),
+        )
+        raw = serialize_key(key, key_serializer, sources[0] if sources else store_name)
+        members = list(self._members)
+        endpoints = members[-1].endpoints() if members else []
+        return key_query_metadata(endpoints, sources, self._partition_counts, raw)
 
     # -- metrics ------------------------------------------------------------------------------
 

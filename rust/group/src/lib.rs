@@ -7,13 +7,15 @@
 //! - [`messages`]: ApiVersions, FindCoordinator and StreamsGroupHeartbeat (v0 and v1, the
 //!   version Kafka 4.4 brokers answer);
 //! - [`transport`]: blocking TCP behind a small trait (PLAINTEXT only for now);
-//! - [`member`]: the member's state machine (join, heartbeat, reconcile, fencing, leave).
+//! - [`member`]: the member's state machine (join, heartbeat, reconcile, fencing, leave);
+//! - [`offsets`]: OffsetCommit v9, the commit a streams group takes from its members only.
 //!
 //! It is pure Rust; the Python binding lives in `rust/py/src/streams_group.rs`.
 
 pub mod error;
 pub mod member;
 pub mod messages;
+pub mod offsets;
 pub mod transport;
 pub mod wire;
 
@@ -23,4 +25,5 @@ pub use messages::{
     CopartitionGroup, DescribedGroup, DescribedMember, Endpoint, EndpointToPartitions, Status,
     StatusCode, Subtopology, TaskIds, TaskOffset, TopicInfo, TopicPartitions, Topology,
 };
+pub use offsets::PartitionOffset;
 pub use transport::{Connector, PlaintextConnector, Transport};

@@ -23,6 +23,11 @@ use crate::messages::{
     self, api, DescribedGroup, Endpoint, EndpointToPartitions, HeartbeatRequest, HeartbeatResponse,
     Status, TaskIds, TaskOffset, Topology,
 };
+use crate::offsets::{
+    decode_offset_commit_response, decode_offset_fetch_response, encode_offset_commit_request,
+    encode_offset_fetch_request, FetchedOffset, PartitionOffset, OFFSET_COMMIT,
+    OFFSET_COMMIT_VERSION, OFFSET_FETCH, OFFSET_FETCH_VERSION,
+};
 use crate::transport::{parse_host_port, Connection, Connector};
 
 /// How long to wait before retrying when the coordinator is loading or moving.
@@ -562,6 +567,86 @@ impl StreamsGroupMember {
             heartbeat_interval: self.heartbeat_interval,
             heartbeat_now,
             retriable_error: None,
+        }
+    }
+
+    /// Commits `offsets` as this member, with its id and current epoch (`OffsetCommit` v9, see
+    /// [`crate::offsets`]); returns each partition's error code. A member not in the group
+    /// (joining, fenced, left) has nothing to commit with: a [`GroupError::State`].
+    pub fn commit_offsets(
+        &mut self,
+        offsets: &[PartitionOffset],
+    ) -> Result<Vec<(String, i32, i16)>, GroupError> {
+        if self.state != MemberState::Stable || self.member_epoch <= 0 {
+            return Err(GroupError::State(format!(
+                "member {} of group {} is not in the group (epoch {})",
+                self.member_id, self.config.group_id, self.member_epoch
+            )));
+        }
+        if self.coordinator.is_none() {
+            self.discover()?;
+        }
+        let Some((conn, _)) = self.coordinator.as_mut() else {
+            return Err(GroupError::State("no coordinator".to_owned()));
+        };
+        match conn.versions.range(OFFSET_COMMIT) {
+            Some((lo, hi)) if lo <= OFFSET_COMMIT_VERSION && OFFSET_COMMIT_VERSION <= hi => {}
+            _ => {
+                return Err(GroupError::Unsupported(format!(
+                    "the broker at {} lacks OffsetCommit v{OFFSET_COMMIT_VERSION}",
+                    conn.broker
+                )))
+            }
+        }
+        let body = encode_offset_commit_request(
+            &self.config.group_id,
+            &self.member_id,
+            self.member_epoch,
+            self.config.instance_id.as_deref(),
+            offsets,
+        );
+        let result = conn
+            .send(OFFSET_COMMIT, OFFSET_COMMIT_VERSION, &body)
+            .and_then(|b| decode_offset_commit_response(&b));
+        match &result {
+            // The group moved, or the connection broke: find the coordinator again next time.
+            Ok(codes) if codes.iter().any(|(_, _, c)| is_coordinator_error(*c)) => {
+                self.coordinator = None;
+            }
+            Err(_) => self.coordinator = None,
+            Ok(_) => {}
+        }
+        result
+    }
+
+    /// The committed offsets of `partitions` in this member's group (`OffsetFetch` v8):
+    /// `(topic, partition, offset, metadata, error_code)`, offset -1 when none is committed.
+    pub fn committed_offsets(
+        &mut self,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<FetchedOffset>, GroupError> {
+        if self.coordinator.is_none() {
+            self.discover()?;
+        }
+        let Some((conn, _)) = self.coordinator.as_mut() else {
+            return Err(GroupError::State("no coordinator".to_owned()));
+        };
+        let body = encode_offset_fetch_request(&self.config.group_id, partitions);
+        let result = conn
+            .send(OFFSET_FETCH, OFFSET_FETCH_VERSION, &body)
+            .and_then(|b| decode_offset_fetch_response(&b));
+        match result {
+            Ok((offsets, codes::NONE)) => Ok(offsets),
+            Ok((_, code)) => {
+                if is_coordinator_error(code) {
+                    self.coordinator = None;
+                }
+                Err(GroupError::kafka("OffsetFetch", code, None))
+            }
+            Err(e) => {
+                self.coordinator = None;
+                Err(e)
+            }
         }
     }
 

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use streamstate_core::error::Location;
 use streamstate_group::{
-    CopartitionGroup, Endpoint, GroupError, MemberConfig, MemberState, PlaintextConnector,
-    StreamsGroupMember as CoreMember, Subtopology, TaskId, Tasks, TopicInfo, Topology,
+    CopartitionGroup, Endpoint, GroupError, MemberConfig, MemberState, PartitionOffset,
+    PlaintextConnector, StreamsGroupMember as CoreMember, Subtopology, TaskId, Tasks, TopicInfo,
+    Topology,
 };
 
 use crate::errors::{guard, streams_error};
@@ -32,6 +33,8 @@ type SubtopologyArg = (
 type TaskList = Vec<(String, i32)>;
 type TasksTuple = (TaskList, TaskList, TaskList);
 type TopicPartitionsList = Vec<(String, Vec<i32>)>;
+/// A committed offset: `(topic, partition, offset, metadata, error_code)`.
+type FetchedTuple = (String, i32, i64, Option<String>, i16);
 
 /// A group error as the `streamstate.errors` class that fits: topology errors are
 /// `TopologyError`s, everything else a `StreamsError`.
@@ -248,6 +251,41 @@ impl StreamsGroupMember {
                 result.heartbeat_now,
                 result.retriable_error,
             ))
+        })
+    }
+
+    /// Commits `[(topic, partition, offset, metadata)]` as this member (OffsetCommit v9 with
+    /// its id and epoch); returns `[(topic, partition, error_code)]`.
+    fn commit_offsets(
+        &self,
+        py: Python<'_>,
+        offsets: Vec<(String, i32, i64, Option<String>)>,
+    ) -> PyResult<Vec<(String, i32, i16)>> {
+        guard(py, || {
+            let offsets: Vec<PartitionOffset> = offsets
+                .into_iter()
+                .map(|(topic, partition, offset, metadata)| PartitionOffset {
+                    topic,
+                    partition,
+                    offset,
+                    metadata,
+                })
+                .collect();
+            py.detach(|| self.lock().commit_offsets(&offsets))
+                .map_err(|e| to_py(py, &e))
+        })
+    }
+
+    /// The committed offsets of `[(topic, partition)]`: `[(topic, partition, offset, metadata,
+    /// error_code)]` (offset -1: none committed).
+    fn committed_offsets(
+        &self,
+        py: Python<'_>,
+        partitions: Vec<(String, i32)>,
+    ) -> PyResult<Vec<FetchedTuple>> {
+        guard(py, || {
+            py.detach(|| self.lock().committed_offsets(&partitions))
+                .map_err(|e| to_py(py, &e))
         })
     }
 
