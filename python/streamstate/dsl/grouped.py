@@ -110,7 +110,9 @@ class KGroupedStream:
         opener = self.builder.kv_store_opener(store, key, value)
         return self.builder.add_aggregation(
             node,
-            lambda: StreamAggregateProcessor(state, opener, initializer, aggregator),
+            lambda: StreamAggregateProcessor(
+                state, opener, initializer, aggregator, counting=aggregator is count_aggregator
+            ),
             parent,
             (key, value),
             state=state,

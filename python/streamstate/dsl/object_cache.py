@@ -13,12 +13,20 @@ held is not forwarded), Kafka's ``TimestampedCacheFlushListener``. Keys flush in
 they were last written, as in Kafka's cache. An aborted transaction (exactly-once) discards
 the dirty entries with the byte cache's.
 
+Flushed entries stay as **clean** objects (up to ``max_clean``, the oldest evicted first), as
+Kafka's cache keeps flushed entries until it needs the room: the next update of a key read
+since the last commit then costs no store read and no deserialization. A clean entry is only
+ever what the store below holds (written by the flush itself; a dirty entry shadows it), and
+the abort of a transaction drops them all with the dirty ones (the store goes back to its
+last commit).
+
 One ``ObjectCache`` per byte cache: every typed store opened over the same store layer (the
 processor's, a test driver's) shares it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +36,7 @@ MISSING: Any = object()
 """What :meth:`ObjectCache.get` returns for a key it does not hold."""
 
 _MAX_ENTRIES = 10_000
+_MAX_CLEAN = 100_000
 
 
 class ObjectCache:
@@ -38,12 +47,22 @@ class ObjectCache:
     ``decode(raw) -> obj`` reads an old value; ``listener(key, new, old, headers)`` is told
     of each flushed key."""
 
-    def __init__(self, layer: Any, max_entries: int = _MAX_ENTRIES) -> None:
-        """Attaches to ``layer`` (a ``CachingKeyValueStore``)."""
+    def __init__(
+        self, layer: Any, max_entries: int = _MAX_ENTRIES, max_clean: int | None = None
+    ) -> None:
+        """Attaches to ``layer`` (a ``CachingKeyValueStore``); keeps up to ``max_clean``
+        clean entries (default 100,000)."""
         self.layer = layer
         self.below = layer.inner
         self.max_entries = max_entries
+        self.max_clean = _MAX_CLEAN if max_clean is None else max_clean
         self.dirty: dict[Any, tuple[Any, Any, Any]] = {}
+        # Flushed objects by cache key (None: the key is deleted), as the store below holds
+        # them; a dirty entry of the same key shadows its clean one.
+        self.clean: dict[Any, Any] = {}
+        # Told of cache keys the clean entries no longer cover: ``forgotten(keys)`` with the
+        # evicted keys, ``forgotten(None)`` when every clean entry is dropped.
+        self.forget_listeners: list[Callable[[list[Any] | None], None]] = []
         self.encode: Callable[[Any, Any], tuple[bytes | None, bytes | None]] | None = None
         self.decode: Callable[[bytes], Any] | None = None
         self.listener: Callable[[Any, Any, Any, Any], None] | None = None
@@ -52,7 +71,9 @@ class ObjectCache:
     def get(self, cache_key: Any) -> Any:
         """The dirty object of ``cache_key`` (``None``: deleted), or :data:`MISSING`."""
         entry = self.dirty.get(cache_key)
-        return MISSING if entry is None else entry[1]
+        if entry is None:
+            return self.clean.get(cache_key, MISSING)
+        return entry[1]
 
     def put(self, cache_key: Any, key: Any, obj: Any, headers: Any = ()) -> None:
         """Caches ``obj`` (``None``: a delete) for ``key``, with the headers of the record
@@ -65,36 +86,58 @@ class ObjectCache:
             self.layer.flush_cache()
 
     def discard(self) -> None:
-        """Drops every dirty entry unwritten."""
+        """Drops every dirty entry unwritten (and the clean ones: the store below goes back
+        to its last commit)."""
         self.dirty.clear()
+        self.clean.clear()
+        for forgotten in self.forget_listeners:
+            forgotten(None)
 
     def flush(self) -> None:
         """Writes every dirty entry below the byte cache and tells the listener."""
         if not self.dirty:
             return
-        entries = list(self.dirty.values())
+        # The hot paths hold this dict: emptied in place, entries written meanwhile (by the
+        # listener's processors) start the next batch.
+        items = list(self.dirty.items())
         self.dirty.clear()
         encode = self.encode
         assert encode is not None
-        encoded = [encode(key, obj) for key, obj, _ in entries]
         listener = self.listener
-        olds: list[bytes | None] = []
-        if listener is not None:
-            get, with_old = self.below.get, self.with_old
-            olds = [
-                get(raw_key) if raw_key is not None and (with_old or obj is None) else None
-                for (raw_key, _), (_, obj, _) in zip(encoded, entries, strict=True)
-            ]
-        self.below.put_all([(raw_key, raw) for raw_key, raw in encoded if raw_key is not None])
+        with_old = self.with_old
+        get = self.below.get
+        clean = self.clean
+        # One pass: encode each entry, keep it clean, and (with a listener) read the old value
+        # of the keys that need one before the write below replaces it.
+        puts: list[tuple[bytes, bytes | None]] = []
+        told: list[tuple[Any, Any, Any, bytes | None]] = []
+        for cache_key, (key, obj, headers) in items:
+            raw_key, raw = encode(key, obj)
+            if raw_key is None:
+                clean.pop(cache_key, None)  # not stored (an expired window)
+                old = None
+            else:
+                puts.append((raw_key, raw))
+                if cache_key in clean:
+                    del clean[cache_key]  # re-inserted last: evicted last
+                clean[cache_key] = obj
+                old = get(raw_key) if listener is not None and (with_old or obj is None) else None
+            if listener is not None and (obj is not None or old is not None):
+                told.append((key, obj, headers, old))
+        excess = len(clean) - self.max_clean
+        if excess > 0:
+            evicted = list(itertools.islice(clean, excess))
+            for cache_key in evicted:
+                del clean[cache_key]
+            for forgotten in self.forget_listeners:
+                forgotten(evicted)
+        self.below.put_all(puts)
         if listener is None:
             return
         decode = self.decode
         assert decode is not None
-        with_old = self.with_old
-        for (key, obj, headers), old in zip(entries, olds, strict=True):
-            if obj is not None or old is not None:
-                old_obj = decode(old) if with_old and old is not None else None
-                listener(key, obj, old_obj, headers)
+        for key, obj, headers, old in told:
+            listener(key, obj, decode(old) if with_old and old is not None else None, headers)
 
 
 def object_cache(inner: Any) -> ObjectCache | None:

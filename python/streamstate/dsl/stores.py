@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from streamstate.dsl.object_cache import MISSING, ObjectCache, object_cache
-from streamstate.dsl.windows import Window, Windowed
+from streamstate.dsl.windows import Window, Windowed, windowed_of
+from streamstate.processor.serde_slot import serialize_function
 
 __all__ = [
     "SessionStore",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 _LONG = struct.Struct(">q")
+_MAX_KEY_BYTES = 100_000
+_MAX_LONG = 2**63 - 1
 _TWO_LONGS = struct.Struct(">qq")
 _MIN_SEGMENT_INTERVAL = 60_000
 # Where a window or session store keeps its processor's metadata (the last window close time
@@ -70,13 +73,30 @@ class StoreSerdes:
         self.name = name
         self.key_serde = key_serde
         self.value_serde = value_serde
-        self._ser_key = key_serde.serializer.serialize
+        self._ser_key = serialize_function(key_serde.serializer)
         self._de_key = key_serde.deserializer.deserialize
-        self._ser_value = value_serde.serializer.serialize
+        self._ser_value = serialize_function(value_serde.serializer)
         self._de_value = value_serde.deserializer.deserialize
+        # A built-in (Rust) key serializer is a pure function: a string key's bytes are kept
+        # (the hot paths serialize the same keys at every commit).
+        self._key_bytes: dict[str, bytes] | None = (
+            {} if self._ser_key is not key_serde.serializer.serialize else None
+        )
 
     def key_to_bytes(self, key: Any) -> bytes:
         """The store key's bytes (a ``None`` key cannot be stored)."""
+        memo = self._key_bytes
+        if memo is not None and type(key) is str:
+            known = memo.get(key)
+            if known is None:
+                known = self._key_to_bytes(key)
+                if len(memo) >= _MAX_KEY_BYTES:
+                    memo.clear()
+                memo[key] = known
+            return known
+        return self._key_to_bytes(key)
+
+    def _key_to_bytes(self, key: Any) -> bytes:
         raw = self._ser_key(self.name, key)
         if raw is None:
             raise ValueError(f"store {self.name!r}: a key serialized to None cannot be stored")
@@ -370,15 +390,46 @@ class WindowStore(_Segmented):
         self._register = _listen(inner, self._windowed_key, serdes)
         self.cache = object_cache(inner)
         _attach(self.cache, serdes, self._encode)
+        # With an object cache: no window starting after ``absent_after`` is in the store
+        # below unless the cache's clean entries hold it (they hold every window flushed
+        # since, until evicted); ``None``: not known yet. Lets a new window skip its read.
+        self.absent_after: int | None = None
+        if self.cache is not None:
+            self.cache.forget_listeners.append(self._forgotten)
+
+    def _forgotten(self, keys: list[Any] | None) -> None:
+        if keys is None:
+            # The store went back to its last commit: what its bounds allow (known here
+            # without reading the store, which would flush the cache mid-record), else read.
+            bounds = self._bounds
+            self.absent_after = _MAX_LONG if bounds is None else (bounds[1] + 1) * self.interval - 1
+        elif self.absent_after is not None:
+            latest = max(start for _, start in keys)
+            self.absent_after = max(self.absent_after, latest)
+
+    def stored_absent_after(self) -> int:
+        """The window start after which the store below holds no window the object cache's
+        clean entries do not hold (see ``absent_after``), read from the segments' bounds:
+        called when the processor opens the store (the read flushes the record cache)."""
+        if self.absent_after is None:
+            bounds = self._load_bounds()
+            if bounds is not None:
+                self.absent_after = (bounds[1] + 1) * self.interval - 1
+            elif next(iter(self.inner.range(_LONG.pack(0), _META)), None) is None:
+                self.absent_after = -1  # no window stored
+            else:
+                self.absent_after = _MAX_LONG  # windows without bounds: always read
+        return self.absent_after
 
     def _encode(
         self, key_and_start: tuple[Any, int], found: ValueAndTimestamp | None
     ) -> tuple[bytes | None, bytes | None]:
         key, start = key_and_start
-        if self._segment(start) < self._min_live_segment():
+        segment = start // self.interval
+        if segment < self._live:  # _min_live_segment(), kept by _observe
             return None, None  # expired before the flush: forwarded, not stored (as Kafka)
         raw = None if found is None else self.serdes.value_to_bytes(found[0], found[1])
-        return self._store_key(self.serdes.key_to_bytes(key), start), raw
+        return _LONG.pack(segment) + self.serdes.key_to_bytes(key) + _LONG.pack(start), raw
 
     def set_flush_listener(self, listener: FlushListener, *, with_old: bool) -> bool:
         """As :meth:`TimestampedKeyValueStore.set_flush_listener`; keys are ``Windowed``."""
@@ -387,8 +438,7 @@ class WindowStore(_Segmented):
         size = self.window_size_ms
 
         def windowed(key_and_start: tuple[Any, int], new: Any, old: Any, headers: Any) -> None:
-            key, start = key_and_start
-            listener(Windowed(key, Window(start, start + size)), new, old, headers)
+            listener(windowed_of(key_and_start[0], key_and_start[1], size), new, old, headers)
 
         return _register_listener(self.cache, self._register, windowed, with_old)
 
@@ -428,6 +478,12 @@ class WindowStore(_Segmented):
             cached = cache.get((_cache_key(key, self.serdes), window_start))
             if cached is not MISSING:
                 return cached  # type: ignore[no-any-return]
+        raw = self.inner.get(self._store_key(self.serdes.key_to_bytes(key), window_start))
+        return None if raw is None else self.serdes.value_from_bytes(raw)
+
+    def fetch_stored(self, key: Any, window_start: int) -> ValueAndTimestamp | None:
+        """The value of ``key``'s window at ``window_start`` in the store below the object
+        cache (the caller looked there, and checked the retention)."""
         raw = self.inner.get(self._store_key(self.serdes.key_to_bytes(key), window_start))
         return None if raw is None else self.serdes.value_from_bytes(raw)
 

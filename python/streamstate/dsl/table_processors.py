@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from streamstate.dsl.object_cache import MISSING
 from streamstate.dsl.stores import ValueAndTimestamp
 from streamstate.dsl.versioned_store import (
     PUT_RETURN_CODE_NOT_PUT,
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+# A NamedTuple's own __new__ is a Python function: the hot paths build theirs directly.
+_value_and_timestamp = _tuple_new = tuple.__new__
+_UNRESOLVED: Any = object()
 
 
 class Change(NamedTuple):
@@ -145,21 +149,43 @@ class TableForwarder:
     ) -> None:
         """``store``: a typed DSL store with ``set_flush_listener``."""
         self.context = context
+        self._forward = context.trusted_forward()
+        self._to_stream: Any = _UNRESOLVED
         self.send_old_values = send_old_values
         self.cached = store.set_flush_listener(self._flushed, with_old=send_old_values)
         # A deleted key's cache entry holds no timestamp: the delete's own is kept here.
         self._deleted_at: dict[Any, int] = {}
 
     def _flushed(self, key: Any, new: Any, old: Any, headers: Any) -> None:
+        # Once per key and commit: Record and Change are built as the tuples they are (their
+        # classes' __new__ are Python functions), forwarded past the context's checks.
         if new is not None:
-            timestamp = new.timestamp
+            timestamp = new[1]
+            value = new[0]
         else:
             timestamp = self._deleted_at.pop(key, self.context.current_stream_time_ms)
-        value = Change(
-            new.value if new is not None else None,
-            old.value if (old is not None and self.send_old_values) else None,
+            value = None
+        if type(headers) is not tuple:
+            headers = tuple(headers)
+        timestamp = max(timestamp, 0)
+        to_stream = self._to_stream
+        if to_stream is _UNRESOLVED:
+            to_stream = self._to_stream = self._resolve_to_stream()
+        if to_stream is not None:
+            # The table's only child is a plain to_stream(): what it would forward, at once.
+            to_stream(_tuple_new(Record, (key, value, timestamp, headers)))
+            return
+        change = _tuple_new(
+            Change, (value, old[0] if (old is not None and self.send_old_values) else None)
         )
-        self.context.forward(Record(key, value, max(timestamp, 0), headers))
+        self._forward(_tuple_new(Record, (key, change, timestamp, headers)))
+
+    def _resolve_to_stream(self) -> Any:
+        # Made lazily: at the first flush every processor of the task has been initialised.
+        child = getattr(self._forward, "__self__", None)
+        if type(child) is TableToStreamProcessor and hasattr(child, "forward"):
+            return child.forward
+        return None
 
     def maybe_forward(self, key: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
         """Forwards ``Change(new, old)`` unless the cache will."""
@@ -320,7 +346,7 @@ class TableToStreamProcessor(Processor):
 
     def init(self, context: ProcessorGraphContext) -> None:
         """Keeps ``forward``."""
-        self.forward = context.forward
+        self.forward = context.trusted_forward()
 
     def process(self, record: Record) -> None:
         """Forwards the new value."""
@@ -379,7 +405,9 @@ class TableSelectProcessor(Processor):
 class StreamAggregateProcessor(_Stateful):
     """``KGroupedStream.aggregate`` / ``reduce`` / ``count``: one result per key, with the
     latest timestamp of its inputs. ``initializer`` is ``None`` for ``reduce`` (the first
-    value is the result)."""
+    value is the result). ``counting``: the aggregation is the built-in ``count`` (the
+    initializer gives 0, the aggregator adds 1), which the hot path does without calling
+    them."""
 
     def __init__(
         self,
@@ -387,12 +415,16 @@ class StreamAggregateProcessor(_Stateful):
         open_store: Callable[[Any], Any],
         initializer: Callable[[], Any] | None,
         aggregator: Callable[[Any, Any, Any], Any],
+        *,
+        counting: bool = False,
     ) -> None:
         """``aggregator(key, value, aggregate)``."""
         super().__init__(state, open_store)
         self.initializer = initializer
         self.aggregator = aggregator
+        self.counting = counting
         self._dirty: dict[Any, Any] | None = None
+        self._clean: dict[Any, Any] = {}
 
     def init(self, context: ProcessorGraphContext) -> None:
         """Opens the store; with its object cache, the hot path reads and writes it directly."""
@@ -400,6 +432,7 @@ class StreamAggregateProcessor(_Stateful):
         cache = self.store.cache
         if cache is not None and self.forwarder is not None and self.forwarder.cached:
             self._dirty = cache.dirty
+            self._clean = cache.clean
             self._cache_put = cache.put
 
     def process(self, record: Record) -> None:
@@ -413,11 +446,23 @@ class StreamAggregateProcessor(_Stateful):
             # The common case, inlined (one Python call per record saved twice): a string key
             # is its own cache key; the cache forwards at its flush.
             entry = dirty.get(key)
-            found = entry[1] if entry is not None else self.store.get_with_timestamp(key)
+            if entry is not None:
+                found = entry[1]
+            else:
+                found = self._clean.get(key, MISSING)
+                if found is MISSING:
+                    found = self.store.get_with_timestamp(key)
             if found is not None:
-                new = self.aggregator(key, value, found[0])
+                old_timestamp = found[1]
+                new = found[0] + 1 if self.counting else self.aggregator(key, value, found[0])
                 self._cache_put(
-                    key, key, ValueAndTimestamp(new, max(timestamp, found[1])), record[3]
+                    key,
+                    key,
+                    _value_and_timestamp(
+                        ValueAndTimestamp,
+                        (new, timestamp if timestamp > old_timestamp else old_timestamp),
+                    ),
+                    record[3],
                 )
                 return
         else:

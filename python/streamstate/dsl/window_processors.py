@@ -21,7 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from streamstate.dsl.stores import SessionStore, WindowStore
+from streamstate.dsl.object_cache import MISSING
+from streamstate.dsl.stores import SessionStore, ValueAndTimestamp, WindowStore
 from streamstate.dsl.table_processors import Change, TableForwarder, TableState, skip_record
 from streamstate.dsl.windows import EmitStrategy, SessionWindows, TimeWindows, Window, Windowed
 from streamstate.processor.context import ProcessorGraphContext
@@ -32,6 +33,7 @@ __all__ = ["SessionWindowAggregateProcessor", "TimeWindowAggregateProcessor"]
 
 _log = logging.getLogger(__name__)
 _LAST_EMIT = b"last-emit-window-close-time"
+_tuple_new = tuple.__new__  # a NamedTuple's own __new__ is a Python function
 
 
 def _skip_expired(
@@ -106,16 +108,43 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         emit: EmitStrategy,
         initializer: Callable[[], Any] | None,
         aggregator: Callable[[Any, Any, Any], Any],
+        *,
+        counting: bool = False,
     ) -> None:
-        """``aggregator(key, value, aggregate)``."""
+        """``aggregator(key, value, aggregate)``; ``counting``: the built-in ``count``
+        (see :class:`~streamstate.dsl.table_processors.StreamAggregateProcessor`)."""
         super().__init__(state, open_store, emit)
         self.windows = windows
         self.initializer = initializer
         self.aggregator = aggregator
+        self.counting = counting
+        self._fast = False
+        self._dirty: dict[Any, Any] = {}
+        self._clean: dict[Any, Any] = {}
+
+    def init(self, context: ProcessorGraphContext) -> None:
+        """Opens the store; tumbling windows over a cached store take the hot path."""
+        super().init(context)
+        store = self.store
+        cache = getattr(store, "cache", None)
+        self._fast = (
+            isinstance(store, WindowStore)
+            and cache is not None
+            and self.forwarder is not None
+            and self.forwarder.cached
+            and self.initializer is not None
+            and self.windows.size_ms == self.windows.advance_ms
+        )
+        if self._fast:
+            assert cache is not None
+            self._dirty, self._clean, self._cache_put = cache.dirty, cache.clean, cache.put
+            store.stored_absent_after()
 
     def process(self, record: Record) -> None:
         """Aggregates ``record`` into each open window it falls in."""
         key, value, timestamp = record[0], record[1], record[2]
+        if self._fast and type(key) is str and timestamp >= 0 and self._process_tumbling(record):
+            return
         if key is None or (self.initializer is None and value is None):
             skip_record(self.context, "null key" if key is None else "null value")
             return
@@ -153,6 +182,58 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
                 )
         if self.emit_on_close:
             self._emit_final(record, close_time)
+
+    def _process_tumbling(self, record: Record) -> bool:
+        """The common case inlined: a string key, one tumbling window, a cached store (which
+        forwards at its flush, so nothing is forwarded here), no ``Windowed`` made. ``False``
+        when the window is closed: the general path skips the record as Kafka does."""
+        key, timestamp = record[0], record[2]
+        observed = self.observed_stream_time
+        if timestamp > observed:
+            observed = self.observed_stream_time = timestamp
+        size = self.windows.size_ms
+        start = timestamp - timestamp % size
+        if start + size <= observed - self.windows.grace_ms:
+            return False
+        store: WindowStore = self.store
+        cache_key = (key, start)
+        found: Any = None
+        if start >= store.observed_stream_time - store.retention_ms + 1:  # _min_live_time
+            entry = self._dirty.get(cache_key)
+            if entry is not None:
+                found = entry[1]
+            else:
+                found = self._clean.get(cache_key, MISSING)
+                if found is MISSING:
+                    absent_after = store.absent_after
+                    # A window newer than any the store held unseen by the cache: a new one.
+                    if absent_after is not None and start > absent_after:
+                        found = None
+                    else:
+                        found = store.fetch_stored(key, start)
+        if found is None:
+            new = 1 if self.counting else self.aggregator(key, record[1], self.initializer())  # type: ignore[misc]
+            new_timestamp = timestamp
+        else:
+            new = found[0] + 1 if self.counting else self.aggregator(key, record[1], found[0])
+            new_timestamp = timestamp if timestamp > found[1] else found[1]
+        # The store's write rule (_observe) without its call when stream time stands still
+        # and the segment is live and tracked (no side effect to miss then).
+        segment = start // store.interval
+        bounds = store._bounds
+        if (
+            start <= store.observed_stream_time
+            and segment >= store._live
+            and bounds is not None
+            and bounds[0] <= segment <= bounds[1]
+        ) or store._observe(start):
+            self._cache_put(
+                cache_key,
+                cache_key,
+                _tuple_new(ValueAndTimestamp, (new, new_timestamp)),
+                record[3],
+            )
+        return True
 
     def _emit_final(self, record: Record, close_time: int) -> None:
         last = self.last_emit_close_time

@@ -113,7 +113,13 @@ class TimeWindowedKStream:
 
             def make() -> Any:
                 return TimeWindowAggregateProcessor(
-                    state, opener, windows, emit, initializer, aggregator
+                    state,
+                    opener,
+                    windows,
+                    emit,
+                    initializer,
+                    aggregator,
+                    counting=aggregator is count_aggregator,
                 )
 
         slots = (time_windowed_slot(builder, key, size), value)

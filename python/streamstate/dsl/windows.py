@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from streamstate.errors import TopologyError
 
@@ -28,6 +28,7 @@ __all__ = [
     "Window",
     "Windowed",
     "to_millis",
+    "windowed_of",
 ]
 
 K = TypeVar("K")
@@ -257,3 +258,20 @@ class EmitStrategy:
     def on_window_update(cls) -> EmitStrategy:
         """Every update of a window (Kafka's default)."""
         return cls(False)
+
+
+_new_object = object.__new__
+
+
+def windowed_of(key: Any, start: int, size: int) -> Windowed[Any]:
+    """``Windowed(key, Window(start, start + size))``, made without the frozen dataclasses'
+    checked ``__init__`` (the record caches' flushes make one per window and commit)."""
+    window = _new_object(Window)
+    fields = window.__dict__
+    fields["start"] = start
+    fields["end"] = start + size
+    windowed: Windowed[Any] = _new_object(Windowed)
+    fields = windowed.__dict__
+    fields["key"] = key
+    fields["window"] = window
+    return windowed

@@ -37,9 +37,8 @@ from streamstate.processor.punctuation import (
     PunctuationType,
 )
 from streamstate.processor.record import Record
-from streamstate.processor.serde_slot import unwrap
+from streamstate.processor.serde_slot import serialize_function, unwrap
 from streamstate.records import NOT_KNOWN
-from streamstate.serde import Serializer, StringSerializer
 
 __all__ = ["ProcessorTopology"]
 
@@ -51,23 +50,7 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _serialize_function(serializer: Any) -> Callable[[str, Any], Any]:
-    """The serializer's Rust ``serialize`` itself where its Python method only forwards to it
-    (one call per record instead of two on the sink path); a subclass that overrides
-    ``serialize`` keeps its override."""
-    native = getattr(serializer, "_native", None)
-    method_of_class = type(serializer).serialize
-    if native is not None and (
-        method_of_class is Serializer.serialize
-        or (
-            method_of_class is StringSerializer.serialize
-            and getattr(serializer, "encoding", None) == "utf-8"
-        )
-    ):
-        function: Callable[[str, Any], Any] = native.serialize
-        return function
-    method: Callable[[str, Any], Any] = serializer.serialize
-    return method
+_serialize_function = serialize_function
 
 
 class ProcessorTopology:
