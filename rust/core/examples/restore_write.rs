@@ -3,6 +3,9 @@
 //! with `process_next`, in write batches of a given size, and reports records/s and CPU time.
 //!
 //! usage: cargo run --release -p streamstate-core --example restore_write -- [RECORDS] [BATCH]
+//! [MODE]; MODE `bulk` (the default: `process_next`, which lets the persistent store write
+//! sorted runs into its tables) or `batch` (each batch as one write batch through fjall's
+//! memtable and journal, the path before the bulk one).
 // The report on stdout is what this example is for.
 #![allow(clippy::print_stdout)]
 use std::time::Instant;
@@ -27,6 +30,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: i64 = args.get(1).map_or(1_000_000, |a| a.parse().unwrap());
     let batch: i64 = args.get(2).map_or(10_000, |a| a.parse().unwrap());
+    let mode = args.get(3).map_or("bulk", String::as_str);
     let dir = std::env::temp_dir().join(format!("restore-write-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = PersistentKeyValueStore::open("s", &dir).unwrap();
@@ -39,14 +43,25 @@ fn main() {
         let records: Vec<ChangelogRecord> = (i..(i + batch).min(n))
             .map(|j| (j, Some(key(j)), Some(value(j))))
             .collect();
-        process_next(&store, records, n).unwrap();
+        if mode == "batch" {
+            store
+                .apply_batch(
+                    records
+                        .into_iter()
+                        .map(|(_, k, v)| (k.unwrap(), v))
+                        .collect(),
+                )
+                .unwrap();
+        } else {
+            process_next(&store, records, n).unwrap();
+        }
         i += batch;
     }
     let applied = t.elapsed().as_secs_f64();
     store.flush().unwrap();
     let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - c);
     println!(
-        "{{\"records\": {n}, \"batch\": {batch}, \"apply_s\": {applied:.2}, \"wall_s\": {wall:.2}, \
+        "{{\"mode\": \"{mode}\", \"records\": {n}, \"batch\": {batch}, \"apply_s\": {applied:.2}, \"wall_s\": {wall:.2}, \
          \"cpu_s\": {cpu:.2}, \"records_per_s\": {:.0}}}",
         n as f64 / wall
     );

@@ -4,8 +4,10 @@
 //! Given the records polled for one changelog partition, in offset order, and the end offset
 //! (exclusive) to restore to:
 //! - every record with `offset < end_offset` is consumed; those with a key are applied to the
-//!   store in ONE atomic write batch (a `None` value deletes the key), in offset order, so the
-//!   last write to a key wins;
+//!   store as ONE atomic write (a `None` value deletes the key), in offset order, so the last
+//!   write to a key wins. They go through [`KeyValueStore::restore_batch`]: the persistent store
+//!   may let them wait and write several batches as one sorted run (`store/bulk.rs`), and
+//!   writes whatever waits once a batch reaches `end_offset`;
 //! - a record with a null key is consumed but not applied (a changelog never has one; Kafka
 //!   Streams logs and skips it): its offset is reported so the caller can warn;
 //! - the first record with `offset >= end_offset` stops the step; it and everything after it
@@ -81,7 +83,10 @@ where
         }
     }
     let num_restored = ops.len() as u64;
-    store.apply_batch(ops)?;
+    // Caught up: whatever the store lets wait is written now, so a restoration that reached
+    // its end has its records in the store (not in memory) when the caller hears of it.
+    let caught_up = next_offset >= end_offset;
+    store.restore_batch(ops, caught_up)?;
     Ok(ProcessNext {
         batch: RestoredBatch {
             next_offset,

@@ -18,6 +18,7 @@ use std::ops::Bound;
 
 use crate::error::{CoreError, ErrorKind, Result};
 
+mod bulk;
 mod memory;
 mod persistent;
 
@@ -63,6 +64,17 @@ pub trait KeyValueStore: Send + Sync {
 
     /// Applies the writes in order, atomically: all of them or (on error) none of them.
     fn apply_batch(&self, ops: Vec<WriteOp>) -> Result<()>;
+
+    /// Applies the writes of a changelog restore batch in order; `caught_up` says the batch
+    /// reached the end offset of its restoration. A store may let them wait (bounded) and
+    /// write several batches at once (the persistent store writes sorted runs straight into
+    /// its tables); whatever waits is written before any other operation of the store, so it
+    /// is never observable, and [`KeyValueStore::flush`] makes it durable. The default applies
+    /// them at once, as [`KeyValueStore::apply_batch`].
+    fn restore_batch(&self, ops: Vec<WriteOp>, caught_up: bool) -> Result<()> {
+        let _ = caught_up;
+        self.apply_batch(ops)
+    }
 
     /// Up to `limit` entries with keys within `(start, end)`, ascending. Fewer than `limit`
     /// entries means the range is exhausted. An inverted or empty range gives none.

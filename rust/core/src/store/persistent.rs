@@ -10,14 +10,21 @@
 //! journaled atomically but not fsynced, and [`KeyValueStore::flush`] syncs the journal. A crash
 //! therefore loses at most the writes since the last flush, and always whole batches: the
 //! journal replays up to the last complete batch.
+//!
+//! Restoration has a write path of its own ([`KeyValueStore::restore_batch`], `bulk.rs`):
+//! restore batches wait in memory (bounded) and are written as sorted runs straight into
+//! fjall's tables. Every other operation writes what waits first, so it is never observable,
+//! and `flush` makes it durable before a checkpoint can name it.
 
 use std::fmt::Display;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
+use super::bulk::{self, Pending};
 use super::{closed_error, is_empty_range, KeyValue, KeyValueStore, WriteOp};
 use crate::error::{CoreError, ErrorKind, Result};
 
@@ -58,6 +65,16 @@ pub struct PersistentKeyValueStore {
     /// Serializes writes through this object, so that `delete` (a read, then a write) returns
     /// the value it removed even with other writers about.
     writer: Mutex<()>,
+    /// Restore writes not written yet (`restore_batch`); taken before `writer`, never after.
+    pending: Mutex<Pending>,
+    /// Known to hold a key (kept once true: keeping tombstones is always correct, dropping them
+    /// only while the store is empty).
+    holds_data: AtomicBool,
+    /// Why restore writes were lost, if a run failed to be written: from then on `flush` fails,
+    /// so no checkpoint can claim offsets the store does not hold.
+    lost: Mutex<Option<String>>,
+    /// Runs written by the bulk path since the store was opened.
+    runs: std::sync::atomic::AtomicU64,
 }
 
 impl PersistentKeyValueStore {
@@ -110,12 +127,22 @@ impl PersistentKeyValueStore {
             dir,
             open: RwLock::new(Some(Open { db, kv })),
             writer: Mutex::new(()),
+            pending: Mutex::new(Pending::default()),
+            holds_data: AtomicBool::new(false),
+            lost: Mutex::new(None),
+            runs: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// The directory the store lives in.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// How many sorted runs restore batches were written as since the store was opened (the
+    /// bulk path; small remainders go through write batches and are not counted).
+    pub fn runs_written(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
     }
 
     // fjall keeps its own state consistent across a panic (a batch is applied whole), so a
@@ -130,6 +157,71 @@ impl PersistentKeyValueStore {
 
     fn writer(&self) -> MutexGuard<'_, ()> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the restore writes waiting, if any: as one sorted run when there is enough of
+    /// them, else as an ordinary write batch. Called before every other operation, so that
+    /// no read misses them and no write is overtaken by them.
+    fn write_pending(&self, o: &Open) -> Result<()> {
+        let mut pending = self.pending();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let (mut ops, bytes) = pending.take();
+        let outcome = if bytes < bulk::MIN_INGEST_BYTES {
+            self.write_batch(o, ops)
+        } else {
+            bulk::last_writes(&mut ops);
+            self.ingest(o, ops)
+        };
+        if let Err(e) = &outcome {
+            let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+            lost.get_or_insert_with(|| e.reason.clone());
+        }
+        outcome
+    }
+
+    /// Writes `ops` (sorted, one per key) as one run; deletes are left out of a store that
+    /// holds no key.
+    fn ingest(&self, o: &Open, ops: Vec<WriteOp>) -> Result<()> {
+        let holds_data = self.holds_data.load(Ordering::Acquire)
+            || !o.kv.is_empty().map_err(|e| self.err("a read", e))?;
+        let adds_data = ops.iter().any(|(_, v)| v.is_some());
+        let _w = self.writer();
+        bulk::ingest(&o.kv, KEY_PREFIX, ops, !holds_data)
+            .map_err(|e| self.err("writing a restored run", e))?;
+        if holds_data || adds_data {
+            self.holds_data.store(true, Ordering::Release);
+        }
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes `ops` in one atomic write batch, keeping the last write of each key.
+    fn write_batch(&self, o: &Open, mut ops: Vec<WriteOp>) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        // Every write of a fjall batch gets the batch's one sequence number, so two writes
+        // to one key would tie. Keep only the last write per key: a stable sort keeps the
+        // order of equal keys, and the last of each run is the one that wins.
+        bulk::last_writes(&mut ops);
+        let mut batch = o.db.batch();
+        for (key, value) in ops {
+            let key = self.db_key(&key)?;
+            match value {
+                Some(v) => batch.insert(&o.kv, key, v),
+                None => batch.remove(&o.kv, key),
+            }
+        }
+        let _w = self.writer();
+        batch.commit().map_err(|e| self.err("a write batch", e))?;
+        self.holds_data.store(true, Ordering::Release);
+        Ok(())
     }
 
     fn err(&self, what: &str, e: impl Display) -> CoreError {
@@ -160,7 +252,10 @@ impl PersistentKeyValueStore {
 
     fn with_open<T>(&self, f: impl FnOnce(&Open) -> Result<T>) -> Result<T> {
         match self.read().as_ref() {
-            Some(open) => f(open),
+            Some(open) => {
+                self.write_pending(open)?;
+                f(open)
+            }
             None => Err(closed_error(&self.name)),
         }
     }
@@ -192,7 +287,10 @@ impl KeyValueStore for PersistentKeyValueStore {
         self.with_open(|o| {
             let key = self.db_key(key)?;
             let _w = self.writer();
-            o.kv.insert(key, value).map_err(|e| self.err("a write", e))
+            o.kv.insert(key, value)
+                .map_err(|e| self.err("a write", e))?;
+            self.holds_data.store(true, Ordering::Release);
+            Ok(())
         })
     }
 
@@ -208,30 +306,28 @@ impl KeyValueStore for PersistentKeyValueStore {
         })
     }
 
-    fn apply_batch(&self, mut ops: Vec<WriteOp>) -> Result<()> {
-        self.with_open(|o| {
-            if ops.is_empty() {
-                return Ok(());
-            }
-            // Every write of a fjall batch gets the batch's one sequence number, so two writes
-            // to one key would tie. Keep only the last write per key: a stable sort keeps the
-            // order of equal keys, and the last of each run is the one that wins.
-            ops.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut batch = o.db.batch();
-            let mut ops = ops.into_iter().peekable();
-            while let Some((key, value)) = ops.next() {
-                if ops.peek().is_some_and(|(next, _)| *next == key) {
-                    continue;
-                }
-                let key = self.db_key(&key)?;
-                match value {
-                    Some(v) => batch.insert(&o.kv, key, v),
-                    None => batch.remove(&o.kv, key),
-                }
-            }
-            let _w = self.writer();
-            batch.commit().map_err(|e| self.err("a write batch", e))
-        })
+    fn apply_batch(&self, ops: Vec<WriteOp>) -> Result<()> {
+        self.with_open(|o| self.write_batch(o, ops))
+    }
+
+    fn restore_batch(&self, ops: Vec<WriteOp>, caught_up: bool) -> Result<()> {
+        let guard = self.read();
+        let Some(o) = guard.as_ref() else {
+            return Err(closed_error(&self.name));
+        };
+        // Refused whole before anything waits: a key fjall cannot hold fails its own batch.
+        if let Some((k, _)) = ops.iter().find(|(k, _)| k.len() > MAX_KEY_BYTES) {
+            return self.db_key(k).map(|_| ());
+        }
+        let full = {
+            let mut pending = self.pending();
+            pending.push(ops);
+            pending.is_full()
+        };
+        if full || caught_up {
+            self.write_pending(o)?;
+        }
+        Ok(())
     }
 
     fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Result<Vec<KeyValue>> {
@@ -267,6 +363,15 @@ impl KeyValueStore for PersistentKeyValueStore {
 
     fn flush(&self) -> Result<()> {
         self.with_open(|o| {
+            if let Some(reason) = self.lost.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                return Err(self.err(
+                    "a flush",
+                    format!(
+                        "restored writes were lost when a run could not be written ({reason}); \
+                         restore the store again from its last checkpoint"
+                    ),
+                ));
+            }
             o.db.persist(PersistMode::SyncAll)
                 .map_err(|e| self.err("a flush", e))
         })
@@ -278,11 +383,16 @@ impl KeyValueStore for PersistentKeyValueStore {
         let Some(open) = guard.take() else {
             return Ok(());
         };
+        // What waits is written first (a clean close keeps every write, as before); if that
+        // fails the store still closes, and the error says what was lost.
+        let pending = self.write_pending(&open);
         // Closed even if the flush fails: the store is unusable either way, and the lock must go
         // (with `open`) so that the directory can be reopened or wiped.
-        open.db
+        let flushed = open
+            .db
             .persist(PersistMode::SyncAll)
-            .map_err(|e| self.err("a flush", e))
+            .map_err(|e| self.err("a flush", e));
+        pending.and(flushed)
     }
 }
 
@@ -427,6 +537,104 @@ mod tests {
         let ok = vec![1u8; MAX_KEY_BYTES];
         s.put(&ok, b"v").unwrap();
         assert_eq!(s.get(&ok).unwrap(), Some(b"v".to_vec()));
+        s.flush().unwrap();
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Restore batches of 1 kB values (so that each is big enough to be written as a run) over
+    /// `keys` keys, with deletes, following `model`.
+    fn restore_batch_of(
+        round: u32,
+        keys: u32,
+        n: u32,
+        model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    ) -> Vec<WriteOp> {
+        (0..n)
+            .map(|i| {
+                let k = format!("k{:05}", (i * 7 + round * 13) % keys).into_bytes();
+                let v = if (i + round).is_multiple_of(9) {
+                    None
+                } else {
+                    Some(format!("{round}:{i}:{}", "v".repeat(1000)).into_bytes())
+                };
+                match &v {
+                    Some(v) => model.insert(k.clone(), v.clone()),
+                    None => model.remove(&k),
+                };
+                (k, v)
+            })
+            .collect()
+    }
+
+    fn tables(s: &PersistentKeyValueStore) -> u64 {
+        s.runs_written()
+    }
+
+    #[test]
+    fn restore_batches_are_written_as_runs_that_override_older_writes() {
+        let (s, dir) = open("bulk");
+        let mut model = std::collections::BTreeMap::new();
+        // Data written the ordinary way first: runs must override it, and deletes hide it.
+        for i in 0..50u32 {
+            let k = format!("k{i:05}").into_bytes();
+            s.put(&k, b"before").unwrap();
+            model.insert(k, b"before".to_vec());
+        }
+        for round in 0..5 {
+            let ops = restore_batch_of(round, 700, 3000, &mut model);
+            s.restore_batch(ops, true).unwrap();
+        }
+        // Five runs of ~3 MB each: written as tables, not through the memtable.
+        assert_eq!(tables(&s), 5);
+        let expected: Vec<KeyValue> = model.clone().into_iter().collect();
+        assert_eq!(s.all().map(|r| r.unwrap()).collect::<Vec<_>>(), expected);
+        s.close().unwrap();
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        assert_eq!(s.all().map(|r| r.unwrap()).collect::<Vec<_>>(), expected);
+        // An ordinary write after the runs wins over them, across a reopen too.
+        s.put(b"k00001", b"after").unwrap();
+        s.flush().unwrap();
+        drop(s);
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        assert_eq!(s.get(b"k00001").unwrap(), Some(b"after".to_vec()));
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn restore_batches_wait_until_full_caught_up_or_any_other_operation() {
+        let (s, dir) = open("pending");
+        let mut model = std::collections::BTreeMap::new();
+        // Deletes of keys an empty store never had are dropped from its first run.
+        let deletes: Vec<WriteOp> = (0..10).map(|i| (vec![b'z', i], None)).collect();
+        s.restore_batch(deletes, false).unwrap();
+        s.restore_batch(restore_batch_of(0, 400, 2000, &mut model), false)
+            .unwrap();
+        assert_eq!(tables(&s), 0, "nothing written before it is needed");
+        // A read writes what waits first: never observable.
+        let (k, v) = model.iter().next().unwrap();
+        assert_eq!(s.get(k).unwrap().as_ref(), Some(v));
+        assert_eq!(tables(&s), 1);
+        // A small remainder goes through an ordinary write batch.
+        s.restore_batch(vec![(b"small".to_vec(), Some(b"1".to_vec()))], true)
+            .unwrap();
+        model.insert(b"small".to_vec(), b"1".to_vec());
+        let expected: Vec<KeyValue> = model.into_iter().collect();
+        assert_eq!(s.all().map(|r| r.unwrap()).collect::<Vec<_>>(), expected);
+        // Enough waiting to fill a run is written without being asked.
+        let mut big = std::collections::BTreeMap::new();
+        let before = tables(&s);
+        for round in 1..=15 {
+            s.restore_batch(restore_batch_of(round, 5000, 3000, &mut big), false)
+                .unwrap();
+        }
+        assert!(tables(&s) > before, "a full run is written at once");
+        // A key fjall cannot hold fails its own batch, and nothing of that batch waits.
+        let err = s
+            .restore_batch(vec![(vec![1u8; MAX_KEY_BYTES + 1], Some(vec![]))], false)
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::ProcessorState);
         s.flush().unwrap();
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
