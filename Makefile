@@ -31,7 +31,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # by constraints.txt; the extension itself is built by maturin (target `build`).
 DEPS := confluent-kafka pyarrow pyspark pandas prometheus-client maturin pytest pytest-benchmark hypothesis ruff mypy
 
-.PHONY: help setup build demo test check lint test-rust test-python test-spark-newest wheel bench bench-quick kstreams clean chaos-full
+.PHONY: help setup build demo test check lint test-rust test-python test-spark-newest wheel bench bench-quick kstreams clean chaos-full fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -93,10 +93,19 @@ lint: $(VENV)/.deps ## rustfmt, clippy, ruff, mypy
 	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy
 
+# streamstate-core's tests include the short form of `make fuzz` (rust/core/tests/fuzz.rs, 10,000
+# payloads per target, in a debug build: overflow checks and debug assertions on).
 test-rust: ## cargo test of the pure-Rust crates (core, streams group protocol) and of the changelog fetch (librdkafka mock cluster)
 	cargo test -p streamstate-core --locked
 	cargo test -p streamstate-group --locked
 	cargo test --release -p streamstate-fetch --locked
+
+# Bad input at scale (docs/bad-input.md): every decode entry point of the Rust core a record's
+# bytes reach, 10^6 generated payloads each (STREAMSTATE_FUZZ_CASES overrides; the seed is
+# printed, STREAMSTATE_FUZZ_SEED / STREAMSTATE_FUZZ_CASE replay), in a release build for speed.
+fuzz: ## 10^6 generated bad payloads through each deserializer and timestamp extractor of the Rust core
+	STREAMSTATE_FUZZ_CASES=$${STREAMSTATE_FUZZ_CASES:-1000000} cargo test --release --locked \
+	  -p streamstate-core --test fuzz -- --nocapture --test-threads=2
 
 # The benchmarks' peers outside Python: Kafka Streams itself (jars fetched by Maven into $(CACHE),
 # benches/kstreams/*.java compiled by javac there, only when they change) and kcat, librdkafka's

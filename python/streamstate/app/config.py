@@ -134,6 +134,7 @@ class StreamsConfig:
         ]
         if unknown:
             raise ValueError(f"unknown config names {sorted(unknown)}")
+        _check_integers(config)
         for required in ("application.id", "bootstrap.servers"):
             if not config.get(required):
                 raise ValueError(f"config {required!r} is required")
@@ -224,6 +225,33 @@ class StreamsConfig:
     def app_dir(self) -> Path:
         """``state.dir/application.id``: every store of this app lives below it."""
         return self.state_dir / self.application_id
+
+
+# The integer settings read below with int(): a value int() refuses is named here, as Kafka's
+# ConfigDef does ("Invalid value x for configuration y"), not left to int()'s own message.
+_INTEGER_CONFIGS = (
+    "statestore.uncommitted.max.bytes",
+    "num.stream.threads",
+    "buffered.records.per.partition",
+    "task.timeout.ms",
+    "poll.ms",
+    "commit.interval.ms",
+    "max.task.idle.ms",
+    "session.timeout.ms",
+)
+
+
+def _check_integers(config: Mapping[str, Any]) -> None:
+    for name in _INTEGER_CONFIGS:
+        if name not in config:
+            continue
+        value = config[name]
+        try:
+            int(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"Invalid value {value!r} for configuration {name}: not a number of type int"
+            ) from None
 
 
 def _renamed(config: Mapping[str, Any], name: str, default: Any) -> Any:

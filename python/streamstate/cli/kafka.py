@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "start":
+            if args.instance_dir is not None and args.instance_dir.is_file():
+                raise NotADirectoryError(
+                    f"--instance-dir {args.instance_dir} is a file, not a directory"
+                )
             kafka = LocalKafka(args.instance_dir, version=args.kafka_version, heap_mb=args.heap_mb)
             if not kafka.status()["running"]:
                 # Resolve first, so a slow first download says what it is doing.

@@ -112,7 +112,23 @@ def _partitions(text: str) -> list[int]:
     return parts
 
 
+def _parallelism(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--parallelism needs a number >= 1, not {text!r}")
+    return n
+
+
+def _not_a_file(state_dir: Path) -> None:
+    if state_dir.exists() and not state_dir.is_dir():
+        raise NotADirectoryError(f"--state-dir {state_dir} is a file, not a directory")
+
+
 def _restore(args: argparse.Namespace) -> int:
+    _not_a_file(Path(args.state_dir))
     started = time.monotonic()
     results: list[PartitionRestoreResult]
     if args.runner == "spark":
@@ -194,6 +210,7 @@ def _store_directories(state_dir: Path, store: str, partition: int | None) -> li
     """The directories of ``store``'s partitions (only ``partition``'s, when given) in either
     layout: ``streamstate restore``'s ``DIR/NAME/<partition>``, or an app's
     ``DIR/<task>/NAME`` (``DIR`` being ``state.dir/<application.id>``)."""
+    _not_a_file(state_dir)
     base = store_directory(state_dir, store, 0).parent  # refuses a name that is no plain one
     if base.is_dir():
         directories = sorted(
@@ -227,11 +244,21 @@ def _subdirectories(directory: Path) -> list[Path]:
     return [d for d in directory.iterdir() if d.is_dir()] if directory.is_dir() else []
 
 
+def _query_key(args: argparse.Namespace) -> bytes | None:
+    if args.key is None:
+        return None
+    if not args.hex:
+        return bytes(args.key.encode("utf-8"))
+    try:
+        return bytes.fromhex(args.key)
+    except ValueError:
+        raise ValueError(f"--key {args.key!r} is not hexadecimal (--hex)") from None
+
+
 def _query(args: argparse.Namespace) -> int:
+    # The key first: a malformed one is refused before any store is opened.
+    key = _query_key(args)
     directories = _store_directories(Path(args.state_dir), args.store, args.partition)
-    key = None
-    if args.key is not None:
-        key = bytes.fromhex(args.key) if args.hex else args.key.encode("utf-8")
     found: list[tuple[bytes, bytes]] = []
     for directory in directories:
         with PersistentKeyValueStore(args.store, directory) as store:
@@ -287,7 +314,7 @@ def add_commands(sub: Any) -> None:
     )
     restore.add_argument(
         "--parallelism",
-        type=int,
+        type=_parallelism,
         default=None,
         metavar="N",
         help="partitions restored at once with --fetch rust (default: the number of cores)",
