@@ -240,6 +240,8 @@ class RestoreReport:
     close_s: float
     kafka_streams_version: str
     wall_s: float
+    # The JVM's peak RSS (VmHWM), heap and RocksDB's native memory included.
+    peak_rss_mb: float = -1.0
 
 
 def run_restore_bench(
@@ -292,6 +294,7 @@ def run_restore_bench(
         close_s=float(report["close_s"]),
         kafka_streams_version=str(report["kafka_streams_version"]),
         wall_s=time.monotonic() - started,
+        peak_rss_mb=float(report.get("peak_rss_mb", -1.0)),
     )
 
 

@@ -1,57 +1,51 @@
-"""Restoring one changelog, side by side in one run: librdkafka in C, Kafka Streams itself, a
-bare confluent-kafka loop and ``streamstate restore``.
+"""Restoring one changelog, side by side in one run: kcat (librdkafka in C), Kafka Streams 4.4,
+``streamstate restore`` and a ``StreamsApp`` restoring the same store.
 
-The changelog: 1M records (quick mode: 50k), 100-byte values over 100k distinct keys, lz4
-(``benches/_changelog.py``), named ``<application.id>-store-changelog`` so that Kafka Streams
-takes it for its store's changelog; once on 1 partition (group ``restore-peers-1p``) and once
-spread round-robin over 8 (``restore-peers-8p``), on the session's local broker. Contenders,
-each checking its result so that a broken one fails:
+**Shapes** (each a group ``restore-peers-<partitions>p-<records>-<value>B``): 1 and 8
+partitions x 1M and 10M records x values of 100 B and 1 kB (quick mode, ``make bench-quick``:
+1 partition x 50k x 100 B and 8 x 50k x 1 kB). The changelog: records round-robin over the
+partitions, keys over 100k distinct keys, values that start with the record's number in hex
+followed by random hex text (about 2:1 compressible; the 100-byte values are
+``benches/_changelog.py``'s), lz4, named ``<application.id>-store-changelog`` so that Kafka
+Streams and the app take it for their store's changelog. A shape's topics are
+made when its first contender needs them and deleted after its last (10M x 1 kB is ~10 GB).
 
-* ``kcat``: the C ceiling — Debian's kcat (librdkafka) reads every partition from the
-  beginning to its end, printing one byte per record to a file (``benches/_kstreams.py``);
-  timed from the process's start to its exit; the byte count must equal the record count.
-* ``kafka_streams``: Kafka Streams (``benches/kstreams/RestoreBench.java``) restores its
-  persistent RocksDB store from the changelog into an empty state directory, as after a
-  failover; timed by its ``StateRestoreListener`` from the first ``onRestoreStart`` to the last
-  ``onRestoreEnd``, so the JVM's start, the rebalance and the opening of the stores are *not*
-  counted (they are in ``extra_info``: ``wall_s``, ``start_to_running_s``). Checked: records
-  restored, partitions restored, the value of the last record's key in the store. On 8
-  partitions also with two stream threads (two state updaters; not in quick mode).
-* ``confluent_consume_loop``: ``consume(10000)`` over every partition until each one's end,
-  doing nothing with the messages (the ceiling of anything that hands records to Python);
-  checked: the record count. Twice: with the restore consumer's settings (``default``), and
-  with ``fetch.queue.backoff.ms=0`` (``backoff0``): librdkafka's fetcher otherwise pauses for
-  that long (1 s by default) whenever its prefetch queue is full, and a loop that keeps up
-  with the broker spends most of its wall time in those pauses, not in Python.
+**Contenders**, each in a process of its own (so that its peak RSS is its own), each checking its
+result so that a broken one fails, each recording in ``extra_info`` its median CPU seconds
+(user + system, every thread) and its peak RSS (MB, median and max over the rounds):
+
+* ``kcat``: Debian's kcat reads every partition from the beginning, printing one byte per
+  record to a file, and stops at the record count; timed from its start to its exit (CPU and
+  peak RSS from ``/usr/bin/time``); the byte count must equal the record count.
+* ``kafka_streams``: Kafka Streams (``benches/kstreams/RestoreBench.java``, the jars of
+  ``benches/_kstreams.py``, 4.4.0) restores its persistent RocksDB store from the changelog into
+  an empty state directory, as after a failover; timed by its ``StateRestoreListener`` from the
+  first ``onRestoreStart`` to the last ``onRestoreEnd`` (the JVM's start, the rebalance and the
+  store opening are not counted; ``wall_s`` and ``start_to_running_s`` are in ``extra_info``);
+  CPU over that span; peak RSS the JVM's VmHWM (heap and RocksDB's native memory). One stream
+  thread. Checked: records and partitions restored, the last record's value in the store.
 * ``streamstate_restore``: :func:`streamstate.topic_restore.restore_topic` (the code of
-  ``streamstate restore``), the whole call: opening the stores, the restore consumer, restoring,
-  checkpoints (its own listener's first-start-to-last-end span is in ``extra_info``). Checked:
-  records restored, the stores' sizes and the last record's value. On each read path:
-  ``rust`` (the default: librdkafka driven from Rust, one consumer and thread per core),
-  ``rust-p1`` (8 partitions on one consumer and thread) and ``confluent`` (confluent-kafka
-  messages handed to ``process_next``).
+  ``streamstate restore``, default read path), the whole call: its own seconds, opening the
+  stores and the restore consumer and the last checkpoints included (its listener's span is in
+  ``extra_info``). Checked: records restored, the stores' sizes, the last record's value.
+* ``streamstate_app``: a ``StreamsApp`` whose task owns the store (``application.id`` and store
+  as Kafka Streams', its source topic empty) starts on an empty state directory; timed by its
+  global restore listener from the first ``on_restore_start`` to the last ``on_restore_end``, as
+  Kafka Streams is (the group join before it is not counted). Checked as the restore.
 
-``bench_peak_memory`` (group ``restore-memory``) runs ``streamstate restore --json`` under
-``/usr/bin/time -f %M`` on one partition of 1M and of 10M records (quick mode: 50k and 200k), on
-both read paths, and records each peak RSS and duration in ``extra_info``: the memory a restore
-needs is bounded by batch and queue sizes, not by the changelog.
-
-Each contender's CPU seconds (user + system, all threads) are recorded too, as
-``extra_info["cpu_s"]`` (median): kcat's whole process, Kafka Streams' JVM over the listener's
-span (restoring, JIT, GC, RocksDB's background threads), the Python contenders' whole call
-(librdkafka's and fjall's threads included). On a shared machine they move far less than the
-wall times.
-
-Every contender reads with 4 MiB per partition fetch (``max.partition.fetch.bytes``, as
-:func:`streamstate.changelog.restore_consumer_config`). The Kafka Streams settings and JVM
-options are listed in ``benches/kstreams/BenchSupport.java`` and ``benches/_kstreams.py``.
-Each round starts from an empty state directory; the rounds of one contender run one after
-another, so on a shared machine compare ratios within one run.
+The two streamstate contenders run in ``benches/_restore_contender.py``. Every contender reads
+with 4 MiB per partition fetch (``max.partition.fetch.bytes``). Each round starts from an empty
+state directory; the rounds of one contender run one after another, then the next contender's,
+so on a shared machine compare ratios within one run. ``python -m benches.bench_restore_peers
+table out.json`` prints the table of ``docs/PERFORMANCE.md`` (rates, ratios, targets) from a run's
+``--benchmark-json``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import random
 import shutil
 import statistics
 import subprocess
@@ -59,72 +53,132 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from benches import _kstreams
-from benches._changelog import DISTINCT_KEYS, consume_changelog, key, produce_changelog, value
-from benches._common import QUICK, size
+from benches._changelog import DISTINCT_KEYS, key
+from benches._changelog import value as value_100
+from benches._common import QUICK
+from confluent_kafka import Producer
 
-from streamstate import PersistentKeyValueStore
-from streamstate.changelog import StateRestoreListener
 from streamstate.kafka_local import KafkaTestCluster
-from streamstate.topic_restore import restore_topic, store_directory
 
-N = size(1_000_000)
 ROUNDS = 3
 STORE = "store"
-PARTITIONS = (1, 8)
-# (partitions, num.stream.threads). Each Kafka Streams round starts a JVM (several seconds on a
-# busy 2-core machine), so quick mode leaves out the two-thread case.
-KAFKA_STREAMS_CASES = [(1, 1), (8, 1)] + ([] if QUICK else [(8, 2)])
+_CONTENDER = Path(__file__).resolve().parent / "_restore_contender.py"
+# Seconds any one round may take (10M records of 1 kB on a loaded 2-core machine).
+_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A changelog's partitions, records and value size."""
+
+    partitions: int
+    records: int
+    value_bytes: int
+
+    @property
+    def id(self) -> str:
+        n = self.records
+        text = f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k"
+        return f"{self.partitions}p-{text}-{self.value_bytes}B"
+
+
+SHAPES = (
+    # Quick mode: each Kafka Streams round starts a JVM (several seconds on a busy machine).
+    [Shape(1, 50_000, 100), Shape(8, 50_000, 1000)]
+    if QUICK
+    else [Shape(p, n, v) for p in (1, 8) for n in (1_000_000, 10_000_000) for v in (100, 1000)]
+)
+
+_rng = random.Random(1000)
+_TEXT: dict[int, list[bytes]] = {}
+
+
+def value(i: int, size: int) -> bytes:
+    """The ``size``-byte value of record ``i``: its number in hex, then random hex text (the
+    100-byte one is ``benches/_changelog.py``'s)."""
+    if size == 100:
+        return value_100(i)
+    texts = _TEXT.get(size)
+    if texts is None:
+        texts = _TEXT[size] = [_rng.randbytes((size - 16) // 2).hex().encode() for _ in range(4096)]
+    return b"%016x" % i + texts[i % len(texts)]
+
+
+def produce(bootstrap: str, topic: str, shape: Shape) -> None:
+    """Produces ``shape.records`` records round-robin over its partitions."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1 << 20,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    for i in range(shape.records):
+        record = value(i, shape.value_bytes)
+        while True:
+            try:
+                producer.produce(topic, record, key(i), partition=i % shape.partitions)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    remaining = producer.flush(600)
+    if remaining:
+        raise RuntimeError(f"{remaining} records to {topic!r} were not delivered")
 
 
 @dataclass(frozen=True)
 class Changelog:
-    """A pre-filled changelog topic and the application it belongs to."""
+    """A pre-filled changelog topic, its shape and the application it belongs to."""
 
+    shape: Shape
     application_id: str
-    topic: str
-    partitions: int
+
+    @property
+    def topic(self) -> str:
+        return f"{self.application_id}-{STORE}-changelog"
+
+    @property
+    def input_topic(self) -> str:
+        return f"{self.application_id}-input"
 
     @property
     def last_key(self) -> bytes:
-        return key(N - 1)
+        return key(self.shape.records - 1)
 
     @property
     def last_value(self) -> bytes:
-        return value(N - 1)
+        return value(self.shape.records - 1, self.shape.value_bytes)
+
+    @property
+    def last_partition(self) -> int:
+        return (self.shape.records - 1) % self.shape.partitions
 
 
-@pytest.fixture(scope="module")
-def changelogs(kafka: KafkaTestCluster) -> Iterator[dict[int, Changelog]]:
-    """The two changelogs, by partition count, made once for the whole module."""
-    made: dict[int, Changelog] = {}
+@pytest.fixture(scope="module", params=SHAPES, ids=[s.id for s in SHAPES])
+def changelog(request: pytest.FixtureRequest, kafka: KafkaTestCluster) -> Iterator[Changelog]:
+    """One shape's changelog (module-scoped and parametrized: pytest runs every contender of a
+    shape, then deletes its topics, before it makes the next shape's)."""
+    shape: Shape = request.param
+    made = Changelog(shape, f"bench-peers-{shape.id}-{uuid.uuid4().hex[:8]}")
     try:
-        for partitions in PARTITIONS:
-            application_id = f"bench-peers-{partitions}p-{uuid.uuid4().hex[:8]}"
-            made[partitions] = Changelog(
-                application_id, f"{application_id}-{STORE}-changelog", partitions
-            )
-            kafka.create_topic(made[partitions].topic, partitions=partitions)
-            # RestoreBench's source topic: empty, with the changelog's partition count.
-            kafka.create_topic(f"{application_id}-input", partitions=partitions)
-            produce_changelog(kafka.bootstrap_servers, made[partitions].topic, N, partitions)
+        kafka.create_topic(made.topic, partitions=shape.partitions)
+        # The source topic of RestoreBench and of the app: empty, with the changelog's
+        # partition count.
+        kafka.create_topic(made.input_topic, partitions=shape.partitions)
+        produce(kafka.bootstrap_servers, made.topic, shape)
         _kstreams.prepare()  # fetch and compile outside the timed rounds
         yield made
     finally:
-        for changelog in made.values():
-            _kstreams.delete_application(kafka.admin, changelog.application_id)
-
-
-@pytest.fixture
-def changelog(changelogs: dict[int, Changelog], partitions: int) -> Changelog:
-    """The changelog of the test's ``partitions`` parameter."""
-    return changelogs[partitions]
+        _kstreams.delete_application(kafka.admin, made.application_id)
 
 
 @pytest.fixture
@@ -133,24 +187,14 @@ def state_dir() -> Iterator[Path]:
         yield Path(d)
 
 
-def _group(benchmark: Any, changelog: Changelog) -> None:
-    benchmark.group = f"restore-peers-{changelog.partitions}p"
-    benchmark.extra_info.update(records=N, partitions=changelog.partitions)
-
-
-def _record_cpu(benchmark: Any, cpu: list[float]) -> None:
-    """The median of the rounds' CPU seconds (user + system, every thread of the contender's
-    process), steadier than wall time on a shared machine."""
-    benchmark.extra_info["cpu_s"] = statistics.median(cpu)
-
-
 class _ReportedClock:
     """A pytest-benchmark timer that moves only by the durations a contender reports itself.
 
-    Kafka Streams' restore time is measured inside its JVM (by its ``StateRestoreListener``);
-    timing the process from here would add the JVM's start and the rebalance. The benchmark
-    calls the timer just before and just after each round, so a round that adds its reported
-    duration to ``now`` is recorded with exactly that duration.
+    Each contender is timed inside its own process (Kafka Streams by its restore listener, the
+    streamstate contenders by theirs or around their call); timing the process from here would
+    add the start of a JVM or an interpreter. The benchmark calls the timer just before and just
+    after each round, so a round that adds its reported duration to ``now`` is recorded with
+    exactly that duration.
     """
 
     def __init__(self) -> None:
@@ -160,7 +204,12 @@ class _ReportedClock:
         return self.now
 
 
-def _use_reported_time(benchmark: Any) -> _ReportedClock:
+def _start(benchmark: Any, changelog: Changelog) -> _ReportedClock:
+    shape = changelog.shape
+    benchmark.group = f"restore-peers-{shape.id}"
+    benchmark.extra_info.update(
+        records=shape.records, partitions=shape.partitions, value_bytes=shape.value_bytes
+    )
     clock = _ReportedClock()
     # pytest-benchmark (pinned in constraints.txt) reads the timer from this attribute when a
     # round starts; fail loudly if a new version renames it rather than time the wrong thing.
@@ -169,35 +218,86 @@ def _use_reported_time(benchmark: Any) -> _ReportedClock:
     return clock
 
 
-@pytest.mark.parametrize("partitions", PARTITIONS)
+def _record(benchmark: Any, cpu: Sequence[float], rss: Sequence[float]) -> None:
+    """The rounds' median CPU seconds and peak RSS (and the largest peak RSS)."""
+    benchmark.extra_info.update(
+        cpu_s=statistics.median(cpu),
+        peak_rss_mb=round(statistics.median(rss), 1),
+        peak_rss_mb_max=round(max(rss), 1),
+    )
+
+
+def _delete_group(admin: Any, group: str) -> None:
+    """Deletes the consumer group a previous contender (or round) left, so that the next one
+    joins a group of its own kind (Kafka Streams' and librdkafka's assignors differ)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            for future in admin.delete_consumer_groups([group], request_timeout=30).values():
+                future.result(timeout=30)
+            return
+        except Exception as exc:
+            if "GROUP_ID_NOT_FOUND" in str(exc):
+                return
+            # A fresh broker loads its coordinator; a member that just left is still leaving.
+            if time.monotonic() > deadline or not any(
+                code in str(exc) for code in ("COORDINATOR", "NON_EMPTY_GROUP")
+            ):
+                raise
+            time.sleep(0.5)
+
+
+def _timed_process(command: Sequence[str], stdout: Any, timeout_s: float) -> tuple[float, float]:
+    """Runs ``command`` under ``/usr/bin/time``: its (CPU seconds, peak RSS in MB)."""
+    with tempfile.NamedTemporaryFile("r", prefix="time-", suffix=".txt") as times:
+        full = ["/usr/bin/time", "-f", "%U %S %M", "-o", times.name, *command]
+        done = subprocess.run(
+            full, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout_s, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"{command[0]} failed (exit {done.returncode}): {done.stderr[-2000:]}"
+            )
+        user, system, kb = times.read().split()[-3:]
+    return float(user) + float(system), int(kb) / 1024
+
+
 def bench_kcat(benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog) -> None:
-    _group(benchmark, changelog)
-
+    clock = _start(benchmark, changelog)
+    n = changelog.shape.records
     cpu: list[float] = []
+    rss: list[float] = []
 
-    def run() -> int:
-        report = _kstreams.kcat_consume(kafka.bootstrap_servers, changelog.topic, records=N)
-        cpu.append(report.cpu_s)
-        return report.records
+    def run() -> None:
+        kcat = shutil.which("kcat")
+        assert kcat is not None, "kcat is not installed: run `make kstreams`"
+        command = [
+            kcat, "-C", "-b", kafka.bootstrap_servers, "-t", changelog.topic,
+            "-o", "beginning", "-e", "-q", "-f", ".", "-c", str(n),
+            "-X", f"max.partition.fetch.bytes={4 << 20}",
+        ]  # fmt: skip
+        with tempfile.TemporaryFile() as sink:
+            started = time.monotonic()
+            cpu_s, rss_mb = _timed_process(command, sink, _TIMEOUT_S)
+            seconds = time.monotonic() - started
+            assert sink.seek(0, 2) == n
+        cpu.append(cpu_s)
+        rss.append(rss_mb)
+        clock.now += seconds
 
-    assert benchmark.pedantic(run, rounds=ROUNDS, iterations=1) == N
-    _record_cpu(benchmark, cpu)
+    benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    _record(benchmark, cpu, rss)
 
 
-@pytest.mark.parametrize(("partitions", "threads"), KAFKA_STREAMS_CASES)
 def bench_kafka_streams(
-    benchmark: Any,
-    kafka: KafkaTestCluster,
-    changelog: Changelog,
-    threads: int,
-    state_dir: Path,
+    benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog, state_dir: Path
 ) -> None:
-    _group(benchmark, changelog)
-    benchmark.extra_info["num.stream.threads"] = threads
-    clock = _use_reported_time(benchmark)
+    clock = _start(benchmark, changelog)
+    shape = changelog.shape
     reports: list[_kstreams.RestoreReport] = []
 
     def run() -> None:
+        _delete_group(kafka.admin, changelog.application_id)
         directory = state_dir / f"round-{len(reports)}"
         report = _kstreams.run_restore_bench(
             kafka.bootstrap_servers,
@@ -205,18 +305,19 @@ def bench_kafka_streams(
             STORE,
             directory,
             probe_keys=[changelog.last_key],
-            config={"num.stream.threads": str(threads)},
+            config={"num.stream.threads": "1"},
+            timeout_s=_TIMEOUT_S,
         )
         shutil.rmtree(directory, ignore_errors=True)
-        assert report.restored == N
-        assert report.partitions_restored == changelog.partitions
+        assert report.restored == shape.records
+        assert report.partitions_restored == shape.partitions
         assert report.probes == {changelog.last_key: changelog.last_value}
-        assert report.approximate_entries >= min(N, DISTINCT_KEYS) // 2
+        assert report.approximate_entries >= min(shape.records, DISTINCT_KEYS) // 2
         reports.append(report)
         clock.now += report.restore_s
 
     benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
-    _record_cpu(benchmark, [r.restore_cpu_s for r in reports])
+    _record(benchmark, [r.restore_cpu_s for r in reports], [r.peak_rss_mb for r in reports])
     benchmark.extra_info.update(
         kafka_streams_version=reports[0].kafka_streams_version,
         wall_s=statistics.median(r.wall_s for r in reports),
@@ -225,152 +326,166 @@ def bench_kafka_streams(
     )
 
 
-@pytest.mark.parametrize("partitions", PARTITIONS)
-@pytest.mark.parametrize("fetch_queue_backoff_ms", [None, 0], ids=["default", "backoff0"])
-def bench_confluent_consume_loop(
-    benchmark: Any,
-    kafka: KafkaTestCluster,
-    changelog: Changelog,
-    fetch_queue_backoff_ms: int | None,
-) -> None:
-    _group(benchmark, changelog)
-    config = {} if fetch_queue_backoff_ms is None else {"fetch.queue.backoff.ms": 0}
-    benchmark.extra_info["config"] = config
-    cpu: list[float] = []
-
-    def run() -> int:
-        before = time.process_time()
-        read = consume_changelog(
-            kafka.bootstrap_servers, changelog.topic, lambda batch: None, config
-        )
-        cpu.append(time.process_time() - before)
-        return read
-
-    assert benchmark.pedantic(run, rounds=ROUNDS, iterations=1) == N
-    _record_cpu(benchmark, cpu)
+def _contender(command: list[str], timeout_s: float = _TIMEOUT_S) -> dict[str, Any]:
+    """Runs ``benches/_restore_contender.py`` and returns its JSON report."""
+    done = subprocess.run(
+        [sys.executable, str(_CONTENDER), *command],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + 120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[0]} contender failed: {done.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
 
 
-class _Span(StateRestoreListener):
-    """The first ``on_restore_start`` to the last ``on_restore_end``, as RestoreBench times
-    Kafka Streams."""
-
-    def __init__(self) -> None:
-        self.first_start: float | None = None
-        self.last_end = 0.0
-
-    def on_restore_start(
-        self, tp: Any, store_name: str, start_offset: int, end_offset: int
-    ) -> None:
-        if self.first_start is None:
-            self.first_start = time.monotonic()
-
-    def on_restore_end(self, tp: Any, store_name: str, total_restored: int) -> None:
-        self.last_end = time.monotonic()
-
-    @property
-    def seconds(self) -> float:
-        assert self.first_start is not None, "no restoration started"
-        return self.last_end - self.first_start
+def _check(report: dict[str, Any], changelog: Changelog) -> None:
+    shape = changelog.shape
+    assert report["restored"] == shape.records
+    assert report["probe"] == changelog.last_value.hex()
+    assert report["entries"] >= min(shape.records, DISTINCT_KEYS) // 2
 
 
-# (partitions, read path, parallelism): the default (rust, one consumer per core), 8 partitions
-# on one consumer, and the confluent-kafka path.
-STREAMSTATE_CASES = [
-    (1, "rust", None),
-    (1, "confluent", None),
-    (8, "rust", None),
-    (8, "rust", 1),
-    (8, "confluent", None),
-]
-
-
-@pytest.mark.parametrize(
-    ("partitions", "fetch", "parallelism"),
-    STREAMSTATE_CASES,
-    ids=[f"{p}p-{f}" + (f"-p{n}" if n else "") for p, f, n in STREAMSTATE_CASES],
-)
 def bench_streamstate_restore(
-    benchmark: Any,
-    kafka: KafkaTestCluster,
-    changelog: Changelog,
-    state_dir: Path,
-    *,
-    fetch: str,
-    parallelism: int | None,
+    benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog, state_dir: Path
 ) -> None:
-    _group(benchmark, changelog)
-    benchmark.extra_info.update(fetch=fetch, parallelism=parallelism)
-    spans: list[float] = []
+    clock = _start(benchmark, changelog)
+    reports: list[dict[str, Any]] = []
 
-    def setup() -> None:
-        shutil.rmtree(state_dir / STORE, ignore_errors=True)
+    def run() -> None:
+        directory = state_dir / f"round-{len(reports)}"
+        command = [
+            "restore", "--bootstrap", kafka.bootstrap_servers, "--topic", changelog.topic,
+            "--store", STORE, "--state-dir", str(directory),
+            "--probe-key", changelog.last_key.hex(),
+            "--probe-partition", str(changelog.last_partition),
+        ]  # fmt: skip
+        report = _contender(command)
+        shutil.rmtree(directory, ignore_errors=True)
+        _check(report, changelog)
+        reports.append(report)
+        clock.now += report["seconds"]
 
-    cpu: list[float] = []
+    benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    _record(benchmark, [r["cpu_s"] for r in reports], [r["peak_rss_mb"] for r in reports])
+    benchmark.extra_info["listener_span_s"] = statistics.median(r["span_s"] for r in reports)
 
-    def run() -> int:
-        span = _Span()
-        before = time.process_time()
-        results = restore_topic(
-            kafka.bootstrap_servers,
-            changelog.topic,
-            state_dir,
-            store_name=STORE,
-            restore_listener=span,
-            fetch=fetch,
-            parallelism=parallelism,
+
+def bench_streamstate_app(
+    benchmark: Any, kafka: KafkaTestCluster, changelog: Changelog, state_dir: Path
+) -> None:
+    clock = _start(benchmark, changelog)
+    reports: list[dict[str, Any]] = []
+
+    def run() -> None:
+        _delete_group(kafka.admin, changelog.application_id)
+        directory = state_dir / f"round-{len(reports)}"
+        command = [
+            "app", "--bootstrap", kafka.bootstrap_servers,
+            "--application-id", changelog.application_id,
+            "--input-topic", changelog.input_topic,
+            "--partitions", str(changelog.shape.partitions),
+            "--store", STORE, "--state-dir", str(directory),
+            "--probe-key", changelog.last_key.hex(),
+            "--timeout-s", str(_TIMEOUT_S),
+        ]  # fmt: skip
+        report = _contender(command)
+        shutil.rmtree(directory, ignore_errors=True)
+        _check(report, changelog)
+        reports.append(report)
+        clock.now += report["seconds"]
+
+    benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    _record(benchmark, [r["cpu_s"] for r in reports], [r["peak_rss_mb"] for r in reports])
+
+
+# --------------------------------------------------------------------------------------------
+# The table of docs/PERFORMANCE.md, from a run's --benchmark-json
+# --------------------------------------------------------------------------------------------
+
+_NAMES = {
+    "bench_kcat": "kcat",
+    "bench_kafka_streams": "Kafka Streams",
+    "bench_streamstate_restore": "`streamstate restore`",
+    "bench_streamstate_app": "in-app (`StreamsApp`)",
+}
+
+
+def table(path: Path) -> str:
+    """Markdown: per shape and contender the median, records/s, CPU s and peak RSS; then the
+    ratios against the targets of issue 26."""
+    data = json.loads(path.read_text())
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    for bench in data["benchmarks"]:
+        name = bench["name"].split("[")[0]
+        runs.setdefault(bench["group"].removeprefix("restore-peers-"), {})[name] = bench
+    lines = [
+        "| shape | contender | median | records/s | CPU s | peak RSS |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    medians: dict[str, dict[str, float]] = {}
+    peaks: dict[str, dict[str, float]] = {}
+    for shape, contenders in runs.items():
+        for name, label in _NAMES.items():
+            bench = contenders.get(name)
+            if bench is None:
+                continue
+            median = bench["stats"]["median"]
+            info = bench["extra_info"]
+            medians.setdefault(shape, {})[name] = median
+            span = info.get("listener_span_s")
+            note = f" (listener span {span:.2f} s)" if span is not None else ""
+            lines.append(
+                f"| {shape} | {label} | {median:.2f} s{note} | {info['records'] / median:,.0f} | "
+                f"{info['cpu_s']:.2f} | {info['peak_rss_mb']:.0f} MB |"
+            )
+            peaks.setdefault(name, {})[shape] = info["peak_rss_mb"]
+    lines += [
+        "",
+        "| shape | restore / KS (≥ 1.5x on 1p, ≥ 2x on 8p) | restore / kcat (≥ 0.5x on 1p) "
+        "| in-app / restore (≥ 0.9x) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+
+    def ratio(m: dict[str, float], fast: str, slow: str) -> str:
+        return f"{m[slow] / m[fast]:.2f}x" if fast in m and slow in m else "—"
+
+    for shape, m in medians.items():
+        lines.append(
+            f"| {shape} | {ratio(m, 'bench_streamstate_restore', 'bench_kafka_streams')} "
+            f"| {ratio(m, 'bench_streamstate_restore', 'bench_kcat')} "
+            f"| {ratio(m, 'bench_streamstate_app', 'bench_streamstate_restore')} |"
         )
-        cpu.append(time.process_time() - before)
-        spans.append(span.seconds)
-        return sum(r.restored for r in results)
-
-    assert benchmark.pedantic(run, setup=setup, rounds=ROUNDS, iterations=1) == N
-    _record_cpu(benchmark, cpu)
-    benchmark.extra_info["listener_span_s"] = statistics.median(spans)
-    entries = 0
-    for partition in range(changelog.partitions):
-        directory = store_directory(state_dir, STORE, partition)
-        with PersistentKeyValueStore(STORE, directory) as store:
-            entries += store.approximate_num_entries()
-            if partition == (N - 1) % changelog.partitions:
-                assert store.get(changelog.last_key) == changelog.last_value
-    assert entries >= min(N, DISTINCT_KEYS) // 2
+    # Peak RSS of the larger changelog against the smaller one of the same partitions and
+    # values (target: 10M records <= 1.3x the 1M figure).
+    lines += ["", "| contender | shapes | peak RSS ratio (<= 1.3x) |", "| --- | --- | ---: |"]
+    for name, by_shape in peaks.items():
+        for big, big_rss in by_shape.items():
+            p, n, v = big.split("-")
+            for small, small_rss in by_shape.items():
+                q, m, w = small.split("-")
+                if (p, v) == (q, w) and _count(n) > _count(m):
+                    lines.append(
+                        f"| {_NAMES[name]} | {big} / {small} | {big_rss / small_rss:.2f}x |"
+                    )
+    return "\n".join(lines)
 
 
-def _peak_rss(bootstrap: str, topic: str, state_dir: Path, fetch: str) -> tuple[float, float, int]:
-    """Peak RSS (MB), wall seconds and records restored of one ``streamstate restore --json``."""
-    out = state_dir / f"time-{fetch}.txt"
-    command = [
-        "/usr/bin/time", "-f", "%M %e", "-o", str(out),
-        sys.executable, "-m", "streamstate", "restore", "--json",
-        "--bootstrap-servers", bootstrap, "--topic", topic,
-        "--state-dir", str(state_dir / fetch), "--fetch", fetch,
-    ]  # fmt: skip
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
-    restored = int(json.loads(done.stdout)["total_restored"])
-    kb, seconds = out.read_text().split()[-2:]
-    return int(kb) / 1024, float(seconds), restored
+def _count(text: str) -> int:
+    return int(text[:-1]) * (1_000_000 if text.endswith("M") else 1000)
 
 
-@pytest.mark.benchmark(group="restore-memory")
-def bench_peak_memory(benchmark: Any, kafka: KafkaTestCluster, state_dir: Path) -> None:
-    """Peak RSS of ``streamstate restore`` at two changelog sizes, on both read paths."""
-    sizes = (50_000, 200_000) if QUICK else (1_000_000, 10_000_000)
-    topics = {}
-    for n in sizes:
-        topics[n] = kafka.create_topic(f"bench-memory-{n}-{uuid.uuid4().hex[:8]}", partitions=1)
-        produce_changelog(kafka.bootstrap_servers, topics[n], n, partitions=1)
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benches.bench_restore_peers table out.json``."""
+    parser = argparse.ArgumentParser(prog="python -m benches.bench_restore_peers")
+    parser.add_argument("command", choices=["table"])
+    parser.add_argument("json", type=Path, help="a --benchmark-json file of this module")
+    args = parser.parse_args(argv)
+    print(table(args.json))
+    return 0
 
-    def run() -> dict[str, float]:
-        report: dict[str, float] = {}
-        for n, topic in topics.items():
-            for fetch in ("rust", "confluent"):
-                shutil.rmtree(state_dir / fetch, ignore_errors=True)
-                mb, seconds, restored = _peak_rss(kafka.bootstrap_servers, topic, state_dir, fetch)
-                assert restored == n
-                report[f"{fetch}_{n}_peak_rss_mb"] = round(mb, 1)
-                report[f"{fetch}_{n}_wall_s"] = seconds
-        return report
 
-    report = benchmark.pedantic(run, rounds=1, iterations=1)
-    benchmark.extra_info.update(report)
-    print(json.dumps(report))
+if __name__ == "__main__":
+    raise SystemExit(main())

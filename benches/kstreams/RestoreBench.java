@@ -21,11 +21,15 @@
 //   batches              onBatchRestored calls
 //   approximate_entries  the store's approximateNumEntries() (RocksDB's estimate) once RUNNING
 //   probes               {key hex: the store's value (hex) or null} for each of --probe-keys
+//   peak_rss_mb          the process's peak resident set size (VmHWM: heap, RocksDB's native
+//                        memory, everything), read once RUNNING
 //   close_s              how long close() took
 // and the Kafka Streams version. Exits 1 with a message on stderr if anything fails.
 
 import com.sun.management.OperatingSystemMXBean;
+import java.io.IOException;
 import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
@@ -125,6 +129,21 @@ public final class RestoreBench {
         }
     }
 
+    /** The process's peak RSS in MB (Linux's VmHWM), or -1 where /proc has none. */
+    static double peakRssMb() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("VmHWM:")) {
+                    String kb = line.substring("VmHWM:".length()).trim().split("\\s+")[0];
+                    return Long.parseLong(kb) / 1024.0;
+                }
+            }
+        } catch (IOException | NumberFormatException e) {
+            return -1;
+        }
+        return -1;
+    }
+
     public static void main(String[] argv) {
         BenchSupport.main("RestoreBench", argv, RestoreBench::run);
     }
@@ -179,6 +198,7 @@ public final class RestoreBench {
             report.put("start_to_running_s", BenchSupport.seconds(startedAt, watch.runningAt()));
             report.put("approximate_entries", store.approximateNumEntries());
             report.put("probes", probes);
+            report.put("peak_rss_mb", peakRssMb());
         } finally {
             report.put("close_s", BenchSupport.close(streams));
         }

@@ -1,6 +1,7 @@
 """``streamstate restore`` and ``streamstate query``: the command line over restored stores.
 
-``restore`` shows a progress bar (records/s and ETA) when stdout is a terminal, one summary
+``restore`` shows a progress bar (records/s and ETA over the last few seconds,
+:mod:`streamstate.cli.progress`) when stdout is a terminal, one summary
 line per partition otherwise, and exactly one JSON object with ``--json``. ``query`` prints
 keys and values as UTF-8 text where they decode and as hex otherwise.
 """
@@ -13,91 +14,13 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from streamstate.records import TopicPartition
-from streamstate.state.restorer import StateRestoreListener
+from streamstate.cli.progress import ProgressBar
 from streamstate.state.stores import PersistentKeyValueStore
 from streamstate.state.topic_restore import PartitionRestoreResult, restore_topic, store_directory
 
 __all__ = ["ProgressBar", "add_commands"]
-
-
-class ProgressBar(StateRestoreListener):
-    """A one-line progress bar over every partition being restored, redrawn at most 10 times a
-    second: percentage, records restored of the total, records/s and the ETA."""
-
-    def __init__(self, out: TextIO, width: int = 30) -> None:
-        """Draws on ``out`` (a terminal)."""
-        self._out = out
-        self._width = width
-        self._start: dict[int, int] = {}
-        self._end: dict[int, int] = {}
-        self._done: dict[int, int] = {}
-        self._began: float | None = None
-        self._drawn = 0.0
-
-    def on_restore_start(
-        self, tp: TopicPartition, store_name: str, start_offset: int, end_offset: int
-    ) -> None:
-        """Adds the partition's offsets to the total."""
-        if self._began is None:
-            self._began = time.monotonic()
-        self._start[tp.partition] = start_offset
-        self._end[tp.partition] = end_offset
-        self._done[tp.partition] = 0
-        self._draw(force=True)
-
-    def on_batch_restored(
-        self, tp: TopicPartition, store_name: str, batch_end_offset: int, num_restored: int
-    ) -> None:
-        """Moves the partition's progress to the batch's last offset."""
-        start = self._start.get(tp.partition, 0)
-        self._done[tp.partition] = batch_end_offset + 1 - start
-        self._draw()
-
-    def on_restore_end(self, tp: TopicPartition, store_name: str, total_restored: int) -> None:
-        """Marks the partition complete."""
-        self._done[tp.partition] = self._end[tp.partition] - self._start[tp.partition]
-        self._draw(force=True)
-
-    def finish(self) -> None:
-        """Ends the bar's line."""
-        if self._began is not None:
-            self._draw(force=True)
-            self._out.write("\n")
-            self._out.flush()
-
-    def _draw(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._drawn < 0.1:
-            return
-        self._drawn = now
-        total = sum(self._end[p] - self._start[p] for p in self._end)
-        done = min(sum(self._done.values()), total)
-        fraction = done / total if total else 1.0
-        filled = int(fraction * self._width)
-        elapsed = now - (self._began or now)
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (total - done) / rate if rate > 0 else float("inf")
-        eta_text = "--" if eta == float("inf") else _duration(eta)
-        self._out.write(
-            f"\r[{'#' * filled}{'.' * (self._width - filled)}] {fraction:6.1%} "
-            f"{done:,}/{total:,} offsets  {rate:,.0f} rec/s  ETA {eta_text}  "
-            f"({len(self._end)} partitions)"
-        )
-        self._out.flush()
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def _partitions(text: str) -> list[int]:

@@ -2,7 +2,8 @@
 
 Modules: ``stores`` (the Rust-backed stores, ``process_next``, and ``holds_data`` /
 ``wipe_store``), ``checkpoint`` (``OffsetCheckpoint``), ``restorer`` (``StateRestorer``,
-``StateRestoreListener``), ``changelog_reader`` (``StoreChangelogReader``), ``topic_restore``
+``StateRestoreListener``), ``changelog_reader`` (``StoreChangelogReader``; its bookkeeping in
+``changelog_progress``), ``topic_restore``
 (a whole changelog topic into a state directory, what ``streamstate restore`` runs),
 ``caching`` (the record cache), ``transaction_buffer`` (exactly-once's uncommitted writes) and
 ``write_buffer`` (what those two share).

@@ -22,11 +22,14 @@ The restore consumer is assigned partitions manually and never joins a group. Ma
 ``auto.offset.reset=error`` (librdkafka's value for the Java client's ``none``, which Kafka
 Streams sets on its restore consumer): a position that fell out of the log is then reported
 instead of silently moved, and the reader wipes that store and restores it from the beginning.
+
+This module runs the protocol (initialize, assign, poll and apply, complete);
+:mod:`streamstate.state.changelog_progress` holds each partition's bookkeeping and the watchdog
+(stall detection, the periodic progress log).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -39,6 +42,11 @@ from streamstate.clients.kafka_errors import ErrorKind, classify, error_text, ka
 from streamstate.clients.poll import PollEvent, split_poll
 from streamstate.errors import ProcessorStateError, StreamsError
 from streamstate.records import TopicPartition
+from streamstate.state.changelog_progress import ChangelogPhase as _Phase
+from streamstate.state.changelog_progress import ChangelogState as _Changelog
+from streamstate.state.changelog_progress import RestoreWatch
+from streamstate.state.changelog_progress import changelog_key as _key
+from streamstate.state.changelog_progress import tp_str as _tp_str
 from streamstate.state.restorer import StateRestoreListener, StateRestorer
 from streamstate.state.stores import process_next, wipe_store
 
@@ -46,67 +54,6 @@ __all__ = ["StoreChangelogReader"]
 
 # Named as before the module moved into streamstate.state: logging is configured by this name.
 _log = logging.getLogger("streamstate.changelog")
-
-# Seconds without progress between two warnings about a restoring partition (at most a quarter
-# of the stall timeout).
-_STALL_WARN_S = 5.0
-
-
-class _Phase(enum.Enum):
-    REGISTERED = "registered"  # waiting for its end offset
-    RESTORING = "restoring"
-    COMPLETED = "completed"
-
-
-class _Changelog:
-    """The reader's state for one registered changelog partition."""
-
-    def __init__(self, restorer: StateRestorer) -> None:
-        self.restorer = restorer
-        self.phase = _Phase.REGISTERED
-        self.assigned = False
-        self.end: int | None = None
-        self.start: int | None = None
-        # The offset of the next record to read, as far as the reader knows.
-        self.position = -1
-        self.last_applied = -1
-        self.total_restored = 0
-        # Seconds of restore() calls without progress, whether the current call made some, and
-        # the last problem seen.
-        self.stalled_s = 0.0
-        self.stall_warned_s = 0.0
-        self.progressed = False
-        self.problem: str | None = None
-
-    @property
-    def tp(self) -> TopicPartition:
-        return self.restorer.partition
-
-    def reset(self) -> None:
-        self.phase = _Phase.REGISTERED
-        self.end = None
-        self.start = None
-        self.position = -1
-        self.last_applied = -1
-        self.total_restored = 0
-        self.stalled_s = 0.0
-        self.stall_warned_s = 0.0
-        self.progressed = False
-        self.problem = None
-
-    def advance(self, position: int) -> None:
-        """Moves the known position forward (never back); moving it is progress."""
-        if position > self.position:
-            self.position = position
-            self.progressed = True
-
-
-def _key(tp: TopicPartition) -> tuple[str, int]:
-    return (tp.topic, tp.partition)
-
-
-def _tp_str(tp: TopicPartition) -> str:
-    return f"{tp.topic}-{tp.partition}"
 
 
 class StoreChangelogReader:
@@ -203,8 +150,12 @@ class StoreChangelogReader:
         self._max_poll_records = max(1000, int(max_poll_records))
         self._request_timeout_s = float(request_timeout_s)
         self._changelogs: dict[tuple[str, int], _Changelog] = {}
-        self._last_call_end: float | None = None
-        self._last_progress_log: float | None = None
+        # Stall detection and the periodic progress log (changelog_progress).
+        self._watch = RestoreWatch(
+            stall_timeout_s=self._stall_timeout_s,
+            progress_interval_s=self._progress_interval_s,
+            poll_s=self._poll_s,
+        )
 
     # ----------------------------------------------------------------------------------------
     # Registration
@@ -280,8 +231,7 @@ class StoreChangelogReader:
         """Forgets every registered partition and unassigns them from the consumer."""
         changelogs = list(self._changelogs.values())
         self._changelogs.clear()
-        self._last_call_end = None
-        self._last_progress_log = None
+        self._watch.clear()
         self._unassign([c for c in changelogs if c.assigned])
 
     def is_empty(self) -> bool:
@@ -353,9 +303,9 @@ class StoreChangelogReader:
             )
 
         now = time.monotonic()
-        self._check_stalls(call_start, now)
-        self._maybe_log_progress(now)
-        self._last_call_end = time.monotonic()
+        self._watch.check_stalls(self._changelogs.values(), call_start, now)
+        self._watch.maybe_log_progress(self._changelogs.values(), now)
+        self._watch.call_ended(time.monotonic())
         return self.completed()
 
     def _check_not_subscribed(self) -> None:
@@ -485,8 +435,7 @@ class StoreChangelogReader:
         changelog.total_restored = 0
         changelog.stalled_s = 0.0
         changelog.progressed = True
-        if self._last_progress_log is None:
-            self._last_progress_log = time.monotonic()
+        self._watch.started(time.monotonic())
         _log.info(
             "Restoring store %r from changelog topic %r partition %d, offset %d to end offset %d",
             changelog.restorer.store_name,
@@ -798,77 +747,3 @@ class StoreChangelogReader:
                 partition=tp.partition,
                 store_name=name,
             ) from exc
-
-    def _check_stalls(self, call_start: float, now: float) -> None:
-        # Time counts only while the caller keeps calling restore(): a gap between calls longer
-        # than a poll or two (the caller was busy elsewhere) counts as at most one second.
-        gap = call_start - self._last_call_end if self._last_call_end is not None else 0.0
-        elapsed = (now - call_start) + min(max(gap, 0.0), max(1.0, 2 * self._poll_s))
-        for changelog in self._changelogs.values():
-            if changelog.phase is _Phase.COMPLETED:
-                continue
-            if changelog.progressed:
-                changelog.progressed = False
-                changelog.stalled_s = 0.0
-                changelog.stall_warned_s = 0.0
-                continue
-            changelog.stalled_s += elapsed
-            if changelog.stalled_s <= self._stall_timeout_s:
-                self._maybe_warn_stall(changelog)
-                continue
-            tp = changelog.tp
-            if changelog.phase is _Phase.REGISTERED:
-                detail = changelog.problem or "it could not be initialized"
-                raise ProcessorStateError(
-                    f"restoration made no progress for {changelog.stalled_s:.1f} s: {detail}",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    store_name=changelog.restorer.store_name,
-                )
-            raise ProcessorStateError(
-                f"restoration made no progress for {changelog.stalled_s:.1f} s "
-                f"(stall_timeout_s={self._stall_timeout_s:g}): position {changelog.position}, "
-                f"end offset {changelog.end}, {changelog.total_restored} records restored",
-                topic=tp.topic,
-                partition=tp.partition,
-                store_name=changelog.restorer.store_name,
-            )
-
-    def _maybe_warn_stall(self, changelog: _Changelog) -> None:
-        """A WARNING every few seconds while a restoring partition makes no progress (a broker
-        gone away, say): the client keeps retrying until the stall timeout."""
-        interval = min(_STALL_WARN_S, self._stall_timeout_s / 4)
-        if changelog.phase is not _Phase.RESTORING:
-            return
-        if changelog.stalled_s - changelog.stall_warned_s < interval:
-            return
-        changelog.stall_warned_s = changelog.stalled_s
-        tp = changelog.tp
-        _log.warning(
-            "No progress restoring store %r from changelog topic %r partition %d for %.1f s "
-            "(position %d, end offset %s); retrying, and failing after %g s without progress",
-            changelog.restorer.store_name,
-            tp.topic,
-            tp.partition,
-            changelog.stalled_s,
-            changelog.position,
-            changelog.end,
-            self._stall_timeout_s,
-        )
-
-    def _maybe_log_progress(self, now: float) -> None:
-        restoring = [c for c in self._changelogs.values() if c.phase is _Phase.RESTORING]
-        if not restoring:
-            self._last_progress_log = None
-            return
-        if self._last_progress_log is None:
-            self._last_progress_log = now
-            return
-        if now - self._last_progress_log < self._progress_interval_s:
-            return
-        self._last_progress_log = now
-        details = ", ".join(
-            f"{_tp_str(c.tp)}: position={c.position}, end={c.end}, restored={c.total_restored}"
-            for c in sorted(restoring, key=lambda c: _key(c.tp))
-        )
-        _log.info("Restoration in progress for %d partitions. {%s}", len(restoring), details)
