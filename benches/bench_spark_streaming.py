@@ -7,7 +7,8 @@ quarter of the topic (four micro-batches, so state carries between them; quick: 
 ``noop`` sink.
 Each query also observes how many rows it produced, and the round checks that number.
 
-(a) ``stamp`` (JSON value → struct, timestamp from a JSON field, drop metrics observed) vs
+(a) ``stamp`` (JSON value → struct, timestamp from a JSON field, drop metrics observed; with
+the ``partition_time`` column and its state, and with ``partition_time=False``: stateless) vs
 ``from_json`` + column expressions (the key decoded with ``conv(hex(key))``, the timestamp read
 from the struct; no admission rules: Spark has none). 1M records (quick: 50k), 2 partitions.
 
@@ -153,14 +154,22 @@ GROUP_STAMP = (
 )
 
 
-def _stamp_query(spark: Any, kafka: KafkaTestCluster, topic: str, n: int) -> Any:
+def _stamp_query(
+    spark: Any, kafka: KafkaTestCluster, topic: str, n: int, *, partition_time: bool = True
+) -> Any:
     return stamp(
         _source(spark, kafka, topic, n),
         key_deserializer=LongDeserializer(),
         value_deserializer=JsonDeserializer(),
         timestamp_extractor=JsonFieldTimestampExtractor("meta.ts"),
         value_schema=VALUE_DDL,
+        partition_time=partition_time,
     )
+
+
+def _stateless_stamp_query(spark: Any, kafka: KafkaTestCluster, topic: str, n: int) -> Any:
+    """The same columns as the ``from_json`` query: no ``partition_time``, so no state."""
+    return _stamp_query(spark, kafka, topic, n, partition_time=False)
 
 
 def _from_json_query(spark: Any, kafka: KafkaTestCluster, topic: str, n: int) -> Any:
@@ -180,12 +189,20 @@ def _from_json_query(spark: Any, kafka: KafkaTestCluster, topic: str, n: int) ->
 @pytest.mark.benchmark(group=GROUP_STAMP)
 @pytest.mark.parametrize(
     "implementation",
-    ["streamstate.spark.stamp (streaming)", "from_json + column expressions"],
+    [
+        "streamstate.spark.stamp (streaming)",
+        "streamstate.spark.stamp (streaming, partition_time=False)",
+        "from_json + column expressions",
+    ],
 )
 def bench_streaming_stamp(
     benchmark: Any, kafka: KafkaTestCluster, spark: Any, events: Any, implementation: str
 ) -> None:
-    build = _stamp_query if implementation.startswith("streamstate") else _from_json_query
+    build = {
+        "streamstate.spark.stamp (streaming)": _stamp_query,
+        "streamstate.spark.stamp (streaming, partition_time=False)": _stateless_stamp_query,
+        "from_json + column expressions": _from_json_query,
+    }[implementation]
     _time(benchmark, lambda n: build(spark, kafka, events[0], n), events[1], implementation)
 
 

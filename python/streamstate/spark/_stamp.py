@@ -29,6 +29,11 @@ from streamstate.spark._metrics import (
     with_drop_columns,
 )
 from streamstate.spark._pyspark_compat import quiet_pandas3_warning, to_arrow_type
+from streamstate.spark._streaming_stamp import (
+    reads_partition_time,
+    stamp_stream,
+    stamp_stream_per_record,
+)
 from streamstate.timestamps import FailOnInvalidTimestamp, TimestampExtractor
 
 if TYPE_CHECKING:
@@ -127,6 +132,7 @@ def stamp(
     value_schema: str | DataType | None = None,
     strategy: Strategy = "sort",
     observe: Any = DEFAULT,
+    partition_time: bool = True,
 ) -> DataFrame:
     """Stamps a DataFrame in Spark's Kafka source schema with Kafka Streams' RecordQueue rules.
 
@@ -163,6 +169,13 @@ def stamp(
     ``pyspark.sql.Observation`` (batch: ``observation.get`` after an action), or ``None`` for
     none. The default is ``"dropped_records"`` on streaming DataFrames and ``None`` on batch
     ones. Two observations of one query need different names.
+
+    ``partition_time=False`` leaves out the ``partition_time`` column. On a stream it also
+    drops the state: each record is stamped on its own in a stateless ``mapInArrow`` (faster
+    than the stateful plan; see ``docs/PERFORMANCE.md``), which is exact only with an
+    extractor that never reads the partition time, so ``UsePartitionTimeOnInvalidTimestamp`` and
+    ``JsonFieldTimestampExtractor(on_invalid="partition_time")`` are refused with a
+    ``ValueError``. See ``docs/spark-stamp.md``, "Streams: the state, and partition_time=False".
     """
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -182,6 +195,14 @@ def stamp(
             f"stamp() needs Spark's Kafka source columns; missing {missing} in {df.columns}"
         )
     observation = resolve_observation(observe, df.isStreaming)
+    if df.isStreaming and not partition_time and reads_partition_time(extractor_spec):
+        raise ValueError(
+            "stamp(partition_time=False) on a stream stamps each record on its own, without "
+            "the partition time of earlier micro-batches; the extractor "
+            f"{type(timestamp_extractor).__name__} can return the partition time, so its "
+            "records would depend on it. Keep partition_time=True, or use an extractor that "
+            "fails or skips on an invalid timestamp."
+        )
 
     if value_schema is None:
         value_type = _parse_type(_NATURAL_SPARK_TYPES[value_spec[0]])
@@ -200,10 +221,23 @@ def stamp(
 
     expected = spark_arrow_schema(df.sparkSession, schema)
 
+    if df.isStreaming and not partition_time:
+        schema = StructType([f for f in schema.fields if f.name != "partition_time"])
+        expected = spark_arrow_schema(df.sparkSession, schema)
+        return stamp_stream_per_record(columns, new_stamper, schema, expected, observation)
     if df.isStreaming:
-        from streamstate.spark._streaming_stamp import stamp_stream
-
         return stamp_stream(columns, new_stamper, schema, expected, observation)
+    if not partition_time:
+        return stamp(
+            df,
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+            timestamp_extractor=timestamp_extractor,
+            deserialization_exception_handler=deserialization_exception_handler,
+            value_schema=value_schema,
+            strategy=strategy,
+            observe=observe,
+        ).drop("partition_time")
 
     if observation is not None:
         schema = StructType([*schema.fields, *(StructField(c, LongType()) for c in DROP_COLUMNS)])

@@ -12,6 +12,10 @@ and the drop counts by reason. The Rust ``Stamper`` resumes from that state
 hands the new state back (``partition_time``, ``last_offset``, ``dropped_records``), which Spark
 checkpoints with the batch. A restarted query re-runs an unfinished micro-batch against the
 state of the last finished one, so the result is the same as without the restart.
+
+``stamp(..., partition_time=False)`` needs none of this: without the ``partition_time`` column
+and with an extractor that never reads the partition time, every record is stamped on its own
+in one stateless ``mapInArrow`` (:func:`stamp_stream_per_record`; ``docs/spark-stamp.md``).
 """
 
 from __future__ import annotations
@@ -24,18 +28,27 @@ import pyarrow as pa
 from streamstate.spark._chunks import (
     CHUNK_DDL,
     batches_by_partition,
+    conform,
     ipc_bytes,
     to_chunks,
     unpack_chunks,
 )
-from streamstate.spark._metrics import DROP_REASONS, drop_counts, observe_drops
+from streamstate.spark._metrics import (
+    DROP_COLUMNS,
+    DROP_REASONS,
+    counted,
+    drop_counts,
+    observe_drops,
+    observe_summary_rows,
+    with_drop_columns,
+)
 from streamstate.spark._pyspark_compat import quiet_pandas3_warning
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["STATE_DDL", "stamp_stream"]
+__all__ = ["STATE_DDL", "reads_partition_time", "stamp_stream", "stamp_stream_per_record"]
 
 # What one Kafka partition's record queue carries from one micro-batch to the next.
 STATE_DDL = (
@@ -103,3 +116,61 @@ def stamp_stream(
         if observation is not None:
             stamped = observe_drops(stamped, observation, DROP_REASONS)
         return stamped.select("chunk").mapInArrow(unpack_chunks(expected), schema)
+
+
+def reads_partition_time(extractor_spec: tuple[Any, ...]) -> bool:
+    """Whether the built-in extractor of ``extractor_spec`` may return the partition time
+    (``UsePartitionTimeOnInvalidTimestamp``, ``JsonFieldTimestampExtractor(on_invalid=
+    "partition_time")``): then a record's timestamp, and whether it is dropped or raises,
+    depends on the records before it."""
+    return extractor_spec == ("record", "partition_time") or (
+        extractor_spec[0] == "json_field" and extractor_spec[-1] == "partition_time"
+    )
+
+
+def stamp_stream_per_record(
+    columns: DataFrame,
+    new_stamper: Callable[[], Any],
+    schema: StructType,
+    expected: pa.Schema,
+    observation: Any,
+) -> DataFrame:
+    """``stamp(..., partition_time=False)`` on a stream: a stateless ``mapInArrow``.
+
+    Exact only when the extractor never reads the partition time (the caller checks
+    :func:`reads_partition_time`): then each record's key, value, timestamp and drop are a
+    function of that record alone, so no state crosses micro-batches, Kafka partitions may be
+    split over Spark tasks (``minPartitions``) or shuffled, and a restart re-stamps the same
+    records the same way. ``schema``/``expected`` are the output schemas without
+    ``partition_time``; each Arrow batch gets a fresh ``Stamper`` (the order check across
+    batches of one partition does not apply to records stamped one by one).
+    """
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    names = [field.name for field in expected]
+    if observation is not None:
+        schema = StructType([*schema.fields, *(StructField(c, LongType()) for c in DROP_COLUMNS)])
+        expected = with_drop_columns(expected)
+
+    def stamped(
+        batches: Iterable[pa.RecordBatch],
+    ) -> Iterator[tuple[pa.RecordBatch, tuple[int, ...]]]:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            stamper = new_stamper()
+            out = stamper.stamp(batch).select(names)
+            yield out, drop_counts(stamper.dropped_records())
+
+    def stamp_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if observation is None:
+            for out, _ in stamped(batches):
+                if out.num_rows:
+                    yield conform(out, expected)
+        else:
+            for out in counted(stamped(batches), expected):
+                yield conform(out, expected)
+
+    with quiet_pandas3_warning():
+        mapped = columns.mapInArrow(stamp_batches, schema)
+    return mapped if observation is None else observe_summary_rows(mapped, observation)
