@@ -36,7 +36,7 @@ print("stopped", stop.signal, flush=True)
 
 
 def test_a_sigterm_stops_a_tightly_polling_main_thread_every_time() -> None:
-    for attempt in range(12):
+    for attempt in range(8):
         child = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
