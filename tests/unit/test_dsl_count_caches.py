@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 from tests.dsl_support import capture
 
-from streamstate.dsl import StreamsBuilder, TimeWindows, Window, Windowed, object_cache
+from streamstate.dsl import (
+    Materialized,
+    StreamsBuilder,
+    TimeWindows,
+    Window,
+    Windowed,
+    object_cache,
+)
 from streamstate.serde import Serdes, StringSerializer
 from streamstate.testing import TopologyTestDriver
 
@@ -86,3 +93,31 @@ def test_windowed_count_with_clean_entries_evicted(
         updates.append((windowed, counts[key, start], latest[key, start]))
     assert out == updates
     assert store == dict(counts)
+
+
+def test_a_value_changed_in_place_downstream_is_not_the_next_aggregate() -> None:
+    # The aggregate forwarded at the flush is the object the cache held: a processor further
+    # down that changes it in place must not change what the next record aggregates onto
+    # (Kafka's cache holds bytes; each reader decodes its own copy).
+    def bump(value: dict[str, int]) -> dict[str, int]:
+        value["n"] += 100
+        return value
+
+    builder = StreamsBuilder()
+    table = (
+        builder.stream("input")
+        .group_by_key()
+        .aggregate(
+            lambda: {"n": 0},
+            lambda key, value, agg: {"n": agg["n"] + 1},
+            materialized=Materialized.as_("sums", value_serde=Serdes.Json()),
+        )
+    )
+    out = capture(table.to_stream().map_values(bump))
+    with TopologyTestDriver(builder.build(), CONFIG) as driver:
+        topic = driver.create_input_topic("input", TEXT, TEXT)
+        for timestamp in range(3):
+            topic.pipe_input("k", "v", timestamp)
+        stored = dict(driver.get_key_value_store("sums").all())
+    assert [value for _, value, _ in out] == [{"n": 101}, {"n": 102}, {"n": 103}]
+    assert stored == {"k": {"n": 3}}

@@ -13,7 +13,8 @@ held is not forwarded), Kafka's ``TimestampedCacheFlushListener``. Keys flush in
 they were last written, as in Kafka's cache. An aborted transaction (exactly-once) discards
 the dirty entries with the byte cache's.
 
-Flushed entries stay as **clean** objects (up to ``max_clean``, the oldest evicted first), as
+Flushed entries whose objects cannot change (scalars, tuples of them: ``_immutable``) stay as
+**clean** objects (up to ``max_clean``, the oldest evicted first), as
 Kafka's cache keeps flushed entries until it needs the room: the next update of a key read
 since the last commit then costs no store read and no deserialization. A clean entry is only
 ever what the store below holds (written by the flush itself; a dirty entry shadows it), and
@@ -37,6 +38,17 @@ MISSING: Any = object()
 
 _MAX_ENTRIES = 10_000
 _MAX_CLEAN = 100_000
+_SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
+
+
+def _immutable(obj: Any) -> bool:
+    """Whether ``obj`` can stay shared after the flush forwarded it. A processor downstream may
+    change a forwarded dict or list in place; kept as a clean entry, that change would become
+    the next aggregation's old value (Kafka's cache holds bytes, and every reader decodes its
+    own copy). Scalars, and tuples of them (``ValueAndTimestamp``), cannot change."""
+    if type(obj) in _SCALARS:
+        return True
+    return isinstance(obj, tuple) and all(_immutable(item) for item in obj)
 
 
 class ObjectCache:
@@ -120,7 +132,8 @@ class ObjectCache:
                 puts.append((raw_key, raw))
                 if cache_key in clean:
                     del clean[cache_key]  # re-inserted last: evicted last
-                clean[cache_key] = obj
+                if _immutable(obj):
+                    clean[cache_key] = obj
                 old = get(raw_key) if listener is not None and (with_old or obj is None) else None
             if listener is not None and (obj is not None or old is not None):
                 told.append((key, obj, headers, old))
