@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException, Producer
 
+from streamstate.clients.producer_proxy import UnsentMessage
 from streamstate.errors import ProcessorStateError, StreamsError
 
 if TYPE_CHECKING:
@@ -205,24 +206,8 @@ class ProcessorContext:
                 # Refused before it was queued (a record too large, say).
                 if self._on_send is None:
                     raise
-                self._on_send(exc, _Unsent(topic, partition))
+                self._on_send(exc, UnsentMessage(topic, partition))
                 return
-
-
-class _Unsent:
-    """Stands for the message of a record ``produce`` refused: its topic and partition."""
-
-    __slots__ = ("_partition", "_topic")
-
-    def __init__(self, topic: str, partition: int | None) -> None:
-        self._topic = topic
-        self._partition = partition
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int | None:
-        return self._partition
 
 
 def call_processor(

@@ -33,6 +33,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from streamstate.clients.producer_proxy import UnsentMessage
+
 __all__ = [
     "HEADER_EXCEPTION",
     "HEADER_MESSAGE",
@@ -289,25 +291,10 @@ class DeadLetterQueue:
             except BufferError:
                 self._producer.poll(0.05)
             except Exception as exc:  # refused before it was queued: the handler decides
-                self._on_failure(exc, _Unsent(record.topic))
+                self._on_failure(exc, UnsentMessage(record.topic, None))
                 return
         self.sent += 1
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._on_failure(err, msg)
-
-
-class _Unsent:
-    """Stands for a dead-letter record ``produce`` refused: its topic."""
-
-    __slots__ = ("_topic",)
-
-    def __init__(self, topic: str) -> None:
-        self._topic = topic
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int | None:
-        return None

@@ -35,6 +35,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from streamstate.clients.producer_proxy import ProducerProxy, UnsentMessage
+
 __all__ = [
     "RefusedSends",
     "SendId",
@@ -112,7 +114,7 @@ class RefusedSends:
         self.skip = {s: r for s, r in self.skip.items() if s[2] >= committed.get((s[0], s[1]), -1)}
 
 
-class TrackedSinkProducer:
+class TrackedSinkProducer(ProducerProxy):
     """A task's sink producer that names each send by its source (see the module doc): the
     delivery report reaches ``on_delivery(err, msg, send=(source, index))`` (:func:`send_id`
     names it); a skipped send is not made (``on_skip(send_id)`` instead); a suspect is sent
@@ -133,8 +135,8 @@ class TrackedSinkProducer:
         named, for the dead-letter records, but never skipped). ``raw`` (a
         :class:`~streamstate.app.dead_letter_queue.SourceBytes`) holds the raw bytes of the
         source records, when a dead-letter topic needs them."""
+        super().__init__(producer)
         self._raw = raw
-        self._producer = producer
         self._flusher = flusher
         self._sends = sends
         self._on_delivery = on_delivery
@@ -181,30 +183,8 @@ class TrackedSinkProducer:
             if "on_delivery" not in kwargs:
                 raise
             self._seq = seq + 1
-            kwargs["on_delivery"](exc, _Unsent(topic, kwargs.get("partition")))
+            kwargs["on_delivery"](exc, UnsentMessage(topic, kwargs.get("partition")))
             return
         self._seq = seq + 1
         if alone:
             self._flusher.flush(30)  # its delivery report, before anything joins it
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._producer, name)
-
-    def __len__(self) -> int:
-        return len(self._producer)
-
-
-class _Unsent:
-    """Stands for the message of a record ``produce`` refused: its topic and partition."""
-
-    __slots__ = ("_partition", "_topic")
-
-    def __init__(self, topic: str, partition: int | None) -> None:
-        self._topic = topic
-        self._partition = partition
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int | None:
-        return self._partition

@@ -30,6 +30,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from streamstate.clients.producer_proxy import ProducerProxy, UnsentMessage
 from streamstate.errors import InvalidTimestampError
 
 __all__ = ["SinkTimestampLimits", "TimestampCheckedProducer"]
@@ -101,7 +102,7 @@ def _limit(value: str | None) -> int | None:
     return limit if limit < 2**62 else None  # Long.MAX_VALUE: no limit
 
 
-class TimestampCheckedProducer:
+class TimestampCheckedProducer(ProducerProxy):
     """A stream thread's producer as a task's sinks see it: ``produce`` does not send a record
     whose timestamp the sink topic's limits refuse, and calls its ``on_delivery`` with an
     :class:`~streamstate.errors.InvalidTimestampError` instead (see the module doc); everything
@@ -109,7 +110,7 @@ class TimestampCheckedProducer:
 
     def __init__(self, producer: Any, limits: SinkTimestampLimits) -> None:
         """Checks ``producer``'s sink records against ``limits``."""
-        self._producer = producer
+        super().__init__(producer)
         self._limits = limits
 
     def produce(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> None:
@@ -121,7 +122,7 @@ class TimestampCheckedProducer:
                 on_delivery = kwargs.get("on_delivery")
                 if on_delivery is None:
                     raise refusal
-                on_delivery(refusal, _Refused(topic, kwargs.get("partition")))
+                on_delivery(refusal, UnsentMessage(topic, kwargs.get("partition")))
                 return
         self._producer.produce(topic, value, key, **kwargs)
 
@@ -145,25 +146,3 @@ class TimestampCheckedProducer:
                 topic=topic,
             )
         return None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._producer, name)
-
-    def __len__(self) -> int:
-        return len(self._producer)
-
-
-class _Refused:
-    """Stands for the message of a record not sent: its topic and partition."""
-
-    __slots__ = ("_partition", "_topic")
-
-    def __init__(self, topic: str, partition: int | None) -> None:
-        self._topic = topic
-        self._partition = partition
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int | None:
-        return self._partition
