@@ -132,7 +132,10 @@ def decode_partition_time(metadata: str | None) -> int:
     if not metadata:
         return NOT_KNOWN
     try:
-        version, value = struct.unpack(">bq", base64.b64decode(metadata)[:9])
+        # The first 12 characters are the first 9 bytes (version, partition time): whatever
+        # follows (processor metadata, or bytes past the end that confluent-kafka's
+        # committed() may append to metadata it did not write) is not read.
+        version, value = struct.unpack(">bq", base64.b64decode(metadata[:12]))
     except (ValueError, struct.error):
         return NOT_KNOWN
     return int(value) if version in _READABLE_VERSIONS else NOT_KNOWN
