@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streamstate.app import StreamsApp, Topology
+from streamstate.app import State, StreamsApp, Topology
 from streamstate.kafka_local import KafkaTestCluster
 
 TIMEOUT = 90.0
@@ -80,6 +80,32 @@ class OwnedConsumer:
             return attr(*args, **kwargs)
 
         return call
+
+
+def app_behind_owned_consumer(
+    apps: list[StreamsApp], kafka: KafkaTestCluster, tmp: Path
+) -> tuple[StreamsApp, str, OwnedConsumer]:
+    """A running one-thread app that has processed all 20 records of its 2-partition source,
+    its thread's consumer then put behind an :class:`OwnedConsumer`; the app, the source topic
+    and the proxy."""
+    source = kafka.create_topic(partitions=2)
+    kafka.produce(source, [(b"k%d" % i, b"v") for i in range(20)])
+    topology = Topology()
+    seen: list[int] = []
+
+    @topology.processor(sources=[source])
+    def record_it(ctx: Any, record: Any) -> None:
+        seen.append(record.offset)
+
+    app = new_app(apps, kafka, topology, tmp)
+    app.start()
+    assert app.wait_for_state(State.RUNNING, TIMEOUT)
+    wait_until(lambda: len(seen) == 20, "every record processed")
+    (thread,) = app._threads
+    proxy = OwnedConsumer(thread.consumer, thread)
+    thread.consumer = proxy
+    thread.fetch._consumer = proxy
+    return app, source, proxy
 
 
 def wait_until(

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
+from streamstate.app.key_metadata import murmur2
 from streamstate.kafka_local import (
     KafkaTestCluster,
     LocalKafka,
@@ -94,38 +95,13 @@ def test_round_trip_keeps_values_timestamps_and_offsets(kafka: KafkaTestCluster)
     }
 
 
-def _java_murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (Java), as an unsigned 32-bit value."""
-    m, mask = 0x5BD1E995, 0xFFFFFFFF
-    h = (0x9747B28C ^ len(data)) & mask
-    whole = len(data) & ~3
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    rest = len(data) - whole
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h
-
-
 def test_keyed_records_use_the_java_partitioner(kafka: KafkaTestCluster) -> None:
     # A vector from Kafka's own UtilsTest: murmur2("21") == -973932308.
-    assert _java_murmur2(b"21") == -973932308 & 0xFFFFFFFF
+    assert murmur2(b"21") == -973932308
     topic = kafka.create_topic(partitions=5)
     keys = [f"key-{i}".encode() for i in range(40)]
     assigned = kafka.produce(topic, [(key, b"v") for key in keys])
-    expected = [(_java_murmur2(key) & 0x7FFFFFFF) % 5 for key in keys]
+    expected = [(murmur2(key) & 0x7FFFFFFF) % 5 for key in keys]
     assert [p for p, _ in assigned] == expected
     assert len(set(expected)) == 5
 

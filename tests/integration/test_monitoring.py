@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
-from tests.apps import TIMEOUT, OwnedConsumer, new_app, wait_until
+from tests.apps import TIMEOUT, app_behind_owned_consumer, new_app, wait_until
 
 from streamstate.app import State, StreamsApp, Topology
 from streamstate.kafka_local import KafkaTestCluster
@@ -147,23 +147,8 @@ def test_a_scrape_has_kafkas_names_tags_types_and_exact_counts(
 def test_a_scrape_returns_while_the_stream_thread_is_parked_in_consume(
     kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
 ) -> None:
-    source = kafka.create_topic(partitions=2)
-    kafka.produce(source, [(b"k%d" % i, b"v") for i in range(20)])
-    seen: list[int] = []
-    topology = Topology()
-
-    @topology.processor(sources=[source])
-    def record_it(ctx: Any, record: Any) -> None:
-        seen.append(record.offset)
-
-    app = new_app(apps, kafka, topology, tmp_path)
-    app.start()
-    assert app.wait_for_state(State.RUNNING, TIMEOUT)
-    wait_until(lambda: len(seen) == 20, "every record processed")
+    app, source, proxy = app_behind_owned_consumer(apps, kafka, tmp_path)
     (thread,) = app._threads
-    proxy = OwnedConsumer(thread.consumer, thread)
-    thread.consumer = proxy
-    thread.fetch._consumer = proxy
     with exporter_of(app) as exporter:
         wait_until(
             lambda: Scrape(exporter.url).values(RECORDS_LAG, topic=source) == [0.0, 0.0],

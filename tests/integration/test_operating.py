@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apps import TIMEOUT, OwnedConsumer, new_app, wait_until
+from tests.apps import TIMEOUT, app_behind_owned_consumer, new_app, wait_until
 
 from streamstate import Processor, StreamsError, StreamThreadExceptionResponse
 from streamstate.app import State, StreamsApp, Topology, streams_app
@@ -32,23 +32,7 @@ from streamstate.state.stores import PersistentKeyValueStore
 def test_metrics_never_touch_the_stream_threads_consumer(
     kafka: KafkaTestCluster, tmp_path: Path, apps: list[StreamsApp]
 ) -> None:
-    source = kafka.create_topic(partitions=2)
-    kafka.produce(source, [(b"k%d" % i, b"v") for i in range(20)])
-    topology = Topology()
-    seen: list[int] = []
-
-    @topology.processor(sources=[source])
-    def record_it(ctx: Any, record: Any) -> None:
-        seen.append(record.offset)
-
-    app = new_app(apps, kafka, topology, tmp_path)
-    app.start()
-    assert app.wait_for_state(State.RUNNING, TIMEOUT)
-    wait_until(lambda: len(seen) == 20, "every record processed")
-    (thread,) = app._threads
-    proxy = OwnedConsumer(thread.consumer, thread)
-    thread.consumer = proxy
-    thread.fetch._consumer = proxy
+    app, source, proxy = app_behind_owned_consumer(apps, kafka, tmp_path)
     # The lags the thread publishes once it has polled through the proxy: nothing left to read.
     wait_until(lambda: app.metrics()["records-lag"] == {source: {0: 0, 1: 0}}, "zero lag")
 

@@ -20,7 +20,6 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.apps import kill_word_count_mid_stream, start_app_child, wait_until
 from tests.integration.test_exactly_once import read_sink
-from tests.integration.test_kafka_local import _java_murmur2
 from tests.integration.test_streams_app import TIMEOUT, new_app
 
 from streamstate import (
@@ -34,6 +33,7 @@ from streamstate import (
     Topology,
     TopologyError,
 )
+from streamstate.app.key_metadata import murmur2
 from streamstate.examples.word_count_graph import word_count_topology
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import StringDeserializer, StringSerializer
@@ -119,7 +119,7 @@ def test_a_word_count_through_a_repartition_topic_counts_every_line_once_across_
     for m in messages:
         seen[m.key().decode()].append(int(m.value()))
         # Java's partitioner of the serialized key decides the sink partition.
-        assert m.partition() == (_java_murmur2(m.key()) & 0x7FFFFFFF) % 4
+        assert m.partition() == (murmur2(m.key()) & 0x7FFFFFFF) % 4
     assert {w: sorted(v) for w, v in seen.items()} == {
         w: list(range(1, n + 1)) for w, n in expected.items()
     }
@@ -179,7 +179,7 @@ def test_a_branch_forwards_by_child_name_and_headers_reach_the_sinks(
             ("trace", f"t-{i}".encode()),
             ("origin", f"{numbers}/{partition}/{offset}/0_{partition}".encode()),
         ]
-        assert m.partition() == (_java_murmur2(m.key()) & 0x7FFFFFFF) % 3
+        assert m.partition() == (murmur2(m.key()) & 0x7FFFFFFF) % 3
 
 
 class Punctuated(Processor):
@@ -337,7 +337,7 @@ def test_the_one_function_form_sends_headers_and_partitions_like_java(
     for m in messages:
         i = int(m.key()[2:])
         assert m.headers() == [("h", b"%d" % i), ("seen", b"1")]
-        assert m.partition() == (_java_murmur2(m.key()) & 0x7FFFFFFF) % 3
+        assert m.partition() == (murmur2(m.key()) & 0x7FFFFFFF) % 3
 
 
 def test_a_word_count_under_exactly_once_counts_every_line_once_across_a_sigkill(

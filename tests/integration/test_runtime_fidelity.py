@@ -20,6 +20,7 @@ from tests.apps import TIMEOUT, new_app, wait_until
 
 from streamstate import StreamsError, StreamThreadExceptionResponse
 from streamstate.app import State, StreamsApp, Topology
+from streamstate.app.key_metadata import murmur2
 from streamstate.app.task import decode_partition_time
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import IntegerDeserializer
@@ -91,41 +92,14 @@ def test_a_slow_processor_holds_a_partition_whose_queue_is_full(
 # --- sinks partition like the Java producer --------------------------------------------------
 
 
-def java_murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(length // 4):
-        k = struct.unpack_from("<I", data, i * 4)[0]
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    tail = length & ~3
-    rest = length % 4
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def test_java_murmur2_matches_kafkas_published_values() -> None:
     # Kafka's UtilsTest.testMurmur2 pairs.
-    assert java_murmur2(b"21") == -973932308
-    assert java_murmur2(b"foobar") == -790332482
-    assert java_murmur2(b"a-little-bit-long-string") == -985981536
-    assert java_murmur2(b"a-little-bit-longer-string") == -1486304829
-    assert java_murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
-    assert java_murmur2(b"abc") == 479470107
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"a-little-bit-longer-string") == -1486304829
+    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
+    assert murmur2(b"abc") == 479470107
 
 
 def test_sink_records_land_on_the_partition_the_java_producer_picks(
@@ -143,7 +117,7 @@ def test_sink_records_land_on_the_partition_the_java_producer_picks(
     new_app(apps, kafka, topology, tmp_path).start()
     out = read_all(kafka, sink, len(keys))
     assert sorted(m.key() for m in out) == sorted(keys)
-    wrong = [m.key() for m in out if m.partition() != (java_murmur2(m.key()) & 0x7FFFFFFF) % 8]
+    wrong = [m.key() for m in out if m.partition() != (murmur2(m.key()) & 0x7FFFFFFF) % 8]
     assert wrong == []
 
 

@@ -373,70 +373,64 @@ class _Cluster:
         if not partitions:
             return {}
         request = [KafkaTopicPartition(t, p) for t, p in partitions]
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                futures = self.admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group, request)], request_timeout=self.timeout
-                )
-                result = futures[group].result()
-            except KafkaException as exc:
-                if _code(exc) in COORDINATOR_BUSY and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                    continue
+        answered = self._group_offsets(
+            group,
+            lambda: self.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, request)], request_timeout=self.timeout
+            ),
+            f"read the offsets committed by group {group!r}",
+        )
+        for tp in answered:
+            if tp.error is not None:
                 raise StreamsError(
-                    f"could not read the offsets committed by group {group!r} ({_reason(exc)})"
-                ) from None
-            failed = [tp for tp in result.topic_partitions if tp.error is not None]
-            if not failed:
-                break
-            if all(tp.error.code() in COORDINATOR_BUSY for tp in failed) and (
-                time.monotonic() < deadline
-            ):
-                time.sleep(0.2)
-                continue
-            raise StreamsError(
-                f"could not read the offset committed by group {group!r} ({failed[0].error.str()})",
-                topic=failed[0].topic,
-                partition=failed[0].partition,
-            )
-        return {
-            (tp.topic, tp.partition): None if tp.offset < 0 else tp.offset
-            for tp in result.topic_partitions
-        }
+                    f"could not read the offset committed by group {group!r} ({tp.error.str()})",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                )
+        return {(tp.topic, tp.partition): None if tp.offset < 0 else tp.offset for tp in answered}
 
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """Commits ``offsets`` for ``group`` (which must have no active member)."""
         if not offsets:
             return
         request = [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                futures = self.admin.alter_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group, request)], request_timeout=self.timeout
-                )
-                result = futures[group].result()
-            except KafkaException as exc:
-                if _code(exc) in COORDINATOR_BUSY and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                    continue
-                raise StreamsError(
-                    f"could not commit the reset offsets for group {group!r} ({_reason(exc)})"
-                ) from None
-            failed = [tp for tp in result.topic_partitions if tp.error is not None]
-            busy = all(tp.error.code() in COORDINATOR_BUSY for tp in failed)
-            if failed and busy and time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-            for tp in failed:
+        answered = self._group_offsets(
+            group,
+            lambda: self.admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, request)], request_timeout=self.timeout
+            ),
+            f"commit the reset offsets for group {group!r}",
+        )
+        for tp in answered:
+            if tp.error is not None:
                 raise StreamsError(
                     f"could not commit the reset offset for group {group!r} ({tp.error.str()})",
                     topic=tp.topic,
                     partition=tp.partition,
                     offset=offsets[(tp.topic, tp.partition)],
                 )
-            return
+
+    def _group_offsets(
+        self, group: str, send: Callable[[], Any], action: str
+    ) -> list[KafkaTopicPartition]:
+        """The partitions (errors included) of ``send``'s answer, an admin call on ``group``'s
+        offsets, sent again while the group's coordinator is loading or moving (a group just
+        left, or a broker just started) until the timeout; ``action`` names it in the error."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                answered: list[KafkaTopicPartition] = send()[group].result().topic_partitions
+            except KafkaException as exc:
+                if _code(exc) in COORDINATOR_BUSY and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise StreamsError(f"could not {action} ({_reason(exc)})") from None
+            codes = [tp.error.code() for tp in answered if tp.error is not None]
+            busy = bool(codes) and all(code in COORDINATOR_BUSY for code in codes)
+            if busy and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            return answered
 
     def delete_topics(self, topics: Sequence[str]) -> list[str]:
         """Deletes ``topics``; returns the errors, one line per topic that failed."""
