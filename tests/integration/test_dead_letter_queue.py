@@ -86,6 +86,34 @@ def assert_dead_letter(
     assert headers["__streams.errors.offset"] == str(offset).encode()
 
 
+def running_with_dlq(
+    apps: list[StreamsApp],
+    kafka: KafkaTestCluster,
+    topology: Topology,
+    tmp: Path,
+    *,
+    dlq: str,
+    guarantee: str,
+    handler: str,
+) -> StreamsApp:
+    """A RUNNING app of ``topology`` whose ``handler`` config (``"deserialization"``,
+    ``"processing"`` or ``"production"``) answers ``"continue"``, dead-lettering to ``dlq``."""
+    app = new_app(
+        apps,
+        kafka,
+        topology,
+        tmp,
+        **{
+            "processing.guarantee": guarantee,
+            f"{handler}.exception.handler": "continue",
+            "errors.dead.letter.queue.topic.name": dlq,
+        },
+    )
+    app.start()
+    assert app.wait_for_state(State.RUNNING, TIMEOUT)
+    return app
+
+
 def run_until(app: StreamsApp, condition: Any, what: str) -> None:
     app.start()
     assert app.wait_for_state(State.RUNNING, TIMEOUT)
@@ -119,19 +147,9 @@ def test_deserialization_error_goes_to_the_dead_letter_topic(
     def forward(ctx: Any, record: Any) -> None:
         ctx.send(sink, record.key, str(record.value).encode())
 
-    app = new_app(
-        apps,
-        kafka,
-        topology,
-        tmp_path,
-        **{
-            "processing.guarantee": guarantee,
-            "deserialization.exception.handler": "continue",
-            "errors.dead.letter.queue.topic.name": dlq,
-        },
+    app = running_with_dlq(
+        apps, kafka, topology, tmp_path, dlq=dlq, guarantee=guarantee, handler="deserialization"
     )
-    app.start()
-    assert app.wait_for_state(State.RUNNING, TIMEOUT)
     # The record after the bad one still arrives.
     assert [m.value() for m in read(kafka, sink, 2)] == [b"1", b"3"]
     (dead,) = read(kafka, dlq, 1)
@@ -165,19 +183,9 @@ def test_processing_error_goes_to_the_dead_letter_topic(
             raise ValueError("the processor cannot take boom")
         ctx.send(sink, record.key, record.value)
 
-    app = new_app(
-        apps,
-        kafka,
-        topology,
-        tmp_path,
-        **{
-            "processing.guarantee": guarantee,
-            "processing.exception.handler": "continue",
-            "errors.dead.letter.queue.topic.name": dlq,
-        },
+    app = running_with_dlq(
+        apps, kafka, topology, tmp_path, dlq=dlq, guarantee=guarantee, handler="processing"
     )
-    app.start()
-    assert app.wait_for_state(State.RUNNING, TIMEOUT)
     assert [m.value() for m in read(kafka, sink, 2)] == [b"a", b"c"]
     (dead,) = read(kafka, dlq, 1)
     assert_dead_letter(
@@ -223,19 +231,9 @@ def test_a_sink_record_the_broker_refuses_is_dropped_alone_and_dead_lettered(
             # The producer's own message.max.bytes (1 MB) lets it through; the topic does not.
             ctx.send(sink, record.key, record.value * (2000 if bad else 1))
 
-    app = new_app(
-        apps,
-        kafka,
-        topology,
-        tmp_path,
-        **{
-            "processing.guarantee": guarantee,
-            "production.exception.handler": "continue",
-            "errors.dead.letter.queue.topic.name": dlq,
-        },
+    app = running_with_dlq(
+        apps, kafka, topology, tmp_path, dlq=dlq, guarantee=guarantee, handler="production"
     )
-    app.start()
-    assert app.wait_for_state(State.RUNNING, TIMEOUT)
     assert [m.value() for m in read(kafka, sink, 3)] == [b"a", b"c", b"d"]
     wait_until(lambda: app.metrics()["commit-total"] > 0, "a commit")
     (dead,) = read(kafka, dlq, 1)
