@@ -9,7 +9,7 @@ Each broker lives in an *instance directory* (default ``<cache>/instances/defaul
 
     kafka.pid           pid of the broker JVM while it runs
     bootstrap.txt       the PLAINTEXT address clients connect to, e.g. ``127.0.0.1:40123``
-    server.properties   the broker configuration written at start
+    server.properties   the broker configuration written at start (see ``_broker_config``)
     log4j2.properties   where the broker logs (to broker.log, never to the console)
     broker.log          the broker's log4j output plus the JVM's stdout and stderr
     data/               the log directory (``log.dirs``), KRaft metadata included
@@ -44,6 +44,16 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from streamstate._maven import MavenError, cache_dir, file_lock, resolve_jars
+from streamstate.testing._broker_config import (
+    CERTIFICATE,
+    HOST,
+    SecureListeners,
+    listener_address,
+    listener_ports,
+    log4j2_properties,
+    pem_keystore,
+    server_properties,
+)
 
 __all__ = [
     "KAFKA_VERSION",
@@ -62,7 +72,6 @@ _SCALA_VERSION = "2.13"
 # every SLF4J logger (most of the broker) would be dropped. log4j-slf4j-impl is the SLF4J 1.x ->
 # log4j2 bridge, at the log4j2 version Kafka 4.4.0 itself depends on.
 _LOG4J_VERSION = "2.25.3"
-_HOST = "127.0.0.1"
 _LOG_TAIL_LINES = 40
 
 # Named as before the module moved into streamstate.testing: logging is configured by this name.
@@ -233,7 +242,7 @@ def _ps_args(pid: int) -> list[str] | None:
 
 def _port_open(port: int, timeout: float = 0.5) -> bool:
     try:
-        with socket.create_connection((_HOST, port), timeout=timeout):
+        with socket.create_connection((HOST, port), timeout=timeout):
             return True
     except OSError:
         return False
@@ -249,7 +258,7 @@ def _port_free(port: int) -> bool:
         # TIME_WAIT must not make a restarted broker change its port.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((_HOST, port))
+            sock.bind((HOST, port))
         except OSError:
             return False
     return True
@@ -262,31 +271,11 @@ def _free_ports(count: int) -> list[int]:
         for _ in range(count):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sockets.append(sock)
-            sock.bind((_HOST, 0))
+            sock.bind((HOST, 0))
         return [int(sock.getsockname()[1]) for sock in sockets]
     finally:
         for sock in sockets:
             sock.close()
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    """A minimal reader for the ``key=value`` files this module writes."""
-    props: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return props
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "!")) or "=" not in stripped:
-            continue
-        key, _, value = stripped.partition("=")
-        props[key.strip()] = value.strip()
-    return props
-
-
-def _escape_property(value: str) -> str:
-    return value.replace("\\", "\\\\")
 
 
 def _random_cluster_id() -> str:
@@ -357,14 +346,15 @@ class LocalKafka:
     ) -> None:
         """Make a handle on the broker in ``instance_dir`` (default ``<cache>/instances/default``).
 
-        ``version`` is the Kafka release to run and ``heap_mb`` the JVM's maximum heap;
-        ``properties`` are broker settings laid over the defaults (e.g.
-        ``{"auto.create.topics.enable": "true"}`` for a broker that behaves as Kafka's default
-        does). They only matter when this handle starts the broker. ``secure_listeners=True``
-        adds two listeners beside PLAINTEXT, for testing clients' security settings:
-        ``SASL_PLAINTEXT`` with the PLAIN mechanism (user ``SASL_USER``, password
-        ``SASL_PASSWORD``) and ``SSL`` with a self-signed certificate for 127.0.0.1 (generated
-        with ``openssl`` into ``tls/``; clients trust it with ``ssl.ca.location`` =
+        ``version`` is the Kafka release to run, resolved into ``<cache>/kafka-<version>/libs``
+        (the tests run :data:`KAFKA_VERSION` and ``"3.9.2"``, which has no streams groups);
+        ``heap_mb`` is the JVM's maximum heap; ``properties`` are broker settings laid over the
+        defaults (e.g. ``{"auto.create.topics.enable": "true"}`` for a broker that behaves as
+        Kafka's default does). They only matter when this handle starts the broker.
+        ``secure_listeners=True`` adds two listeners beside PLAINTEXT, for testing clients'
+        security settings: ``SASL_PLAINTEXT`` with the PLAIN mechanism (user ``SASL_USER``,
+        password ``SASL_PASSWORD``) and ``SSL`` with a self-signed certificate for 127.0.0.1
+        (generated with ``openssl`` into ``tls/``; clients trust it with ``ssl.ca.location`` =
         :attr:`ssl_ca_location`). Their addresses are :attr:`sasl_plaintext_servers` and
         :attr:`ssl_servers`.
         """
@@ -416,13 +406,10 @@ class LocalKafka:
     @property
     def ssl_ca_location(self) -> Path:
         """The self-signed certificate of the SSL listener (PEM), for ``ssl.ca.location``."""
-        return self.instance_dir / "tls" / "broker.crt"
+        return self._tls_dir / CERTIFICATE
 
     def _listener_address(self, name: str) -> str | None:
-        for listener in _read_properties(self.properties_file).get("listeners", "").split(","):
-            if listener.startswith(f"{name}://"):
-                return listener.split("://", 1)[1]
-        return None
+        return listener_address(self.properties_file, name)
 
     @property
     def sasl_plaintext_servers(self) -> str | None:
@@ -494,128 +481,37 @@ class LocalKafka:
         """Broker and controller ports: the previous ones if still free, so a restarted broker
         keeps its address, else two new free ones."""
         if not fresh:
-            props = _read_properties(self.properties_file)
-            ports: list[int] = []
-            for listener in props.get("listeners", "").split(","):
-                _, _, port = listener.rpartition(":")
-                if port.isdigit():
-                    ports.append(int(port))
+            ports = listener_ports(self.properties_file)
             if len(ports) >= 2 and all(_port_free(p) for p in ports[:2]):
                 return ports[0], ports[1]
         broker, controller = _free_ports(2)
         return broker, controller
 
-    def _secure_config(self) -> tuple[list[str], list[str]]:
-        """Listeners and settings of the SASL_PLAINTEXT and SSL listeners (``secure_listeners``)."""
-        sasl_port, ssl_port = _free_ports(2)
-        key, cert = self._self_signed_certificate()
-        keystore = self.instance_dir / "tls" / "broker-keystore.pem"
-        keystore.write_text(key.read_text() + cert.read_text(), encoding="utf-8")
-        user, password = self.SASL_USER, self.SASL_PASSWORD
-        jaas = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f'username="{user}" password="{password}" user_{user}="{password}";'
-        )
-        listeners = [f"SASL_PLAINTEXT://{_HOST}:{sasl_port}", f"SSL://{_HOST}:{ssl_port}"]
-        settings = [
-            "sasl.enabled.mechanisms=PLAIN",
-            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_escape_property(jaas)}",
-            "ssl.keystore.type=PEM",
-            f"ssl.keystore.location={_escape_property(str(keystore))}",
-            "ssl.client.auth=none",
-        ]
-        return listeners, settings
+    @property
+    def _tls_dir(self) -> Path:
+        return self.instance_dir / "tls"
 
-    def _self_signed_certificate(self) -> tuple[Path, Path]:
-        """A key and a self-signed certificate for 127.0.0.1, made once with ``openssl``."""
-        tls = self.instance_dir / "tls"
-        tls.mkdir(parents=True, exist_ok=True)
-        key, cert = tls / "broker.key", self.ssl_ca_location
-        if key.is_file() and cert.is_file():
-            return key, cert
-        command = [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-            "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={_HOST}",
-            "-addext", f"subjectAltName=IP:{_HOST}",
-        ]  # fmt: skip
+    def _secure(self) -> SecureListeners:
+        """Ports, credentials and keystore of the SASL_PLAINTEXT and SSL listeners."""
+        sasl_port, ssl_port = _free_ports(2)
         try:
-            subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+            keystore = pem_keystore(self._tls_dir)
         except (OSError, subprocess.SubprocessError) as exc:
             raise LocalKafkaError(
                 f"could not make the SSL listener's certificate with openssl: {exc}"
             ) from exc
-        return key, cert
+        return SecureListeners(sasl_port, ssl_port, self.SASL_USER, self.SASL_PASSWORD, keystore)
 
     def _write_config(self, broker_port: int, controller_port: int) -> None:
-        log_dir = _escape_property(str(self.data_dir))
-        extra_listeners, extra_settings = (
-            self._secure_config() if self.secure_listeners else ([], [])
+        server = server_properties(
+            data_dir=self.data_dir,
+            broker_port=broker_port,
+            controller_port=controller_port,
+            secure=self._secure() if self.secure_listeners else None,
+            overrides=self.properties,
         )
-        listeners = [f"PLAINTEXT://{_HOST}:{broker_port}", *extra_listeners]
-        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL"
-        lines = [
-            "# Generated by streamstate.kafka_local; rewritten on every start.",
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@{_HOST}:{controller_port}",
-            f"listeners={listeners[0]},CONTROLLER://{_HOST}:{controller_port}"
-            + "".join(f",{listener}" for listener in listeners[1:]),
-            f"advertised.listeners={','.join(listeners)}",
-            "controller.listener.names=CONTROLLER",
-            "inter.broker.listener.name=PLAINTEXT",
-            f"listener.security.protocol.map={protocols}",
-            *extra_settings,
-            f"log.dirs={log_dir}",
-            "num.partitions=1",
-            "default.replication.factor=1",
-            "offsets.topic.replication.factor=1",
-            "offsets.topic.num.partitions=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "transaction.state.log.num.partitions=1",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
-            "group.initial.rebalance.delay.ms=0",
-            # Streams groups (KIP-1071) as quick as a test needs: a 1 s first-assignment delay
-            # (3 s by default), 1 s heartbeats and a 6 s session (45 s by default), so that a
-            # killed member's tasks move within seconds.
-            "group.streams.initial.rebalance.delay.ms=1000",
-            "group.streams.min.heartbeat.interval.ms=500",
-            "group.streams.heartbeat.interval.ms=1000",
-            "group.streams.min.session.timeout.ms=6000",
-            "group.streams.session.timeout.ms=6000",
-            # Topics exist only when created explicitly; see the module docstring.
-            "auto.create.topics.enable=false",
-            "num.network.threads=2",
-            "num.io.threads=4",
-            "num.recovery.threads.per.data.dir=1",
-            "log.retention.hours=-1",
-            "log.segment.bytes=67108864",
-            # The caller's settings last: in a properties file the last value of a key wins.
-            *(f"{k}={_escape_property(v)}" for k, v in self.properties.items()),
-            "",
-        ]
-        self.properties_file.write_text("\n".join(lines), encoding="utf-8")
-        log4j = [
-            "# Generated by streamstate.kafka_local: the broker logs to broker.log only.",
-            "status = warn",
-            "appender.file.type = File",
-            "appender.file.name = file",
-            f"appender.file.fileName = {_escape_property(str(self.log_file))}",
-            "appender.file.append = true",
-            "appender.file.layout.type = PatternLayout",
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n",
-            "rootLogger.level = INFO",
-            "rootLogger.appenderRef.file.ref = file",
-            "logger.request.name = kafka.request.logger",
-            "logger.request.level = WARN",
-            "logger.state.name = state.change.logger",
-            "logger.state.level = WARN",
-            "logger.cleaner.name = kafka.log.LogCleaner",
-            "logger.cleaner.level = WARN",
-            "",
-        ]
-        self._log4j_file.write_text("\n".join(log4j), encoding="utf-8")
+        self.properties_file.write_text(server, encoding="utf-8")
+        self._log4j_file.write_text(log4j2_properties(self.log_file), encoding="utf-8")
 
     @property
     def _log4j_file(self) -> Path:
@@ -797,7 +693,7 @@ class LocalKafka:
                 if not (self.data_dir / "meta.properties").is_file():
                     shutil.rmtree(self.data_dir, ignore_errors=True)
                     self._format_storage(java, classpath)
-                address = f"{_HOST}:{broker_port}"
+                address = f"{HOST}:{broker_port}"
                 log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
                 pid = self._launch(java, classpath)
                 self.pid_file.write_text(f"{pid}\n", encoding="utf-8")
@@ -812,7 +708,7 @@ class LocalKafka:
                     if not (retry and self._bind_failed(log_start)):
                         raise
                     _log.warning("a port of the broker was taken before it bound it; new ports")
-            ready = f"{_HOST}:{broker_port}"
+            ready = f"{HOST}:{broker_port}"
             self.bootstrap_file.write_text(f"{ready}\n", encoding="utf-8")
             _log.info(
                 "Kafka %s ready at %s (pid %d) after %.1f s",
