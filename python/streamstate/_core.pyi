@@ -464,6 +464,9 @@ class StreamsGroupMember:
         bool,
         str | None,
     ]: ...
+    def set_task_offsets(
+        self, offsets: list[tuple[str, int, int]], end_offsets: list[tuple[str, int, int]]
+    ) -> None: ...
     def commit_offsets(
         self, offsets: list[tuple[str, int, int, str | None]]
     ) -> list[tuple[str, int, int]]: ...

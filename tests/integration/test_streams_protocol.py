@@ -337,11 +337,12 @@ def test_a_program_with_a_repartition_topic_runs_both_sub_topologies(
 def test_streams_protocol_configs_are_checked() -> None:
     base = {"application.id": "a", "bootstrap.servers": "localhost:1"}
     topology = _count_topology("in", "out")
-    with pytest.raises(StreamsError, match="at-least-once only"):
-        StreamsApp(
-            topology,
-            {**base, "group.protocol": "streams", "processing.guarantee": "exactly_once_v2"},
-        )
+    # exactly_once_v2 under the streams protocol (tests/integration/test_streams_exactly_once.py).
+    eos = StreamsApp(
+        topology,
+        {**base, "group.protocol": "streams", "processing.guarantee": "exactly_once_v2"},
+    )
+    assert eos.config.exactly_once and eos.config.group_protocol == "streams"
     with pytest.raises(ValueError, match=r"group\.protocol must be"):
         StreamsApp(topology, {**base, "group.protocol": "consumer"})
     with pytest.raises(ValueError, match=r"application\.server must be host:port"):

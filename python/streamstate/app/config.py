@@ -61,6 +61,7 @@ _KNOWN = {
     "errors.dead.letter.queue.topic.name",
     "group.protocol",
     "application.server",
+    "num.standby.replicas",
 }
 DEFAULT_STATE_CLEANUP_DELAY_MS = 600_000
 """``state.cleanup.delay.ms``'s default (Kafka's): ten minutes."""
@@ -117,6 +118,8 @@ class StreamsConfig:
     # "classic" (librdkafka's group membership) or "streams" (KIP-1071, docs/rebalancing.md).
     group_protocol: str = "classic"
     application_server: str | None = None
+    # Standby replicas per stateful task: group.protocol=streams only (docs/rebalancing.md).
+    num_standby_replicas: int | None = None
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -215,6 +218,7 @@ class StreamsConfig:
             dead_letter_queue_topic=_dead_letter_topic(config),
             group_protocol=_group_protocol(config),
             application_server=_application_server(config),
+            num_standby_replicas=_standby_replicas(config),
         )
 
     @property
@@ -275,6 +279,31 @@ def _group_protocol(config: Mapping[str, Any]) -> str:
     if value not in ("classic", "streams"):
         raise ValueError(f"group.protocol must be 'classic' or 'streams', not {value!r}")
     return value
+
+
+def _standby_replicas(config: Mapping[str, Any]) -> int | None:
+    # Under the streams protocol the broker places standbys and this setting is applied to the
+    # group (app/standby_replicas.py); classic groups run no standbys here, so a value > 0 is
+    # refused rather than silently ignored.
+    if "num.standby.replicas" not in config:
+        return None
+    value = config["num.standby.replicas"]
+    try:
+        replicas = int(value)
+    except (TypeError, ValueError):
+        replicas = -1
+    if replicas < 0:
+        raise ValueError(
+            f"Invalid value {value!r} for configuration num.standby.replicas: must be an "
+            "integer >= 0"
+        )
+    if replicas > 0 and _group_protocol(config) != "streams":
+        raise ValueError(
+            f"num.standby.replicas={replicas} needs group.protocol=streams: standby tasks run "
+            "only under the streams rebalance protocol (KIP-1071, docs/rebalancing.md); the "
+            "classic protocol runs none, so set it to 0 or set group.protocol=streams"
+        )
+    return replicas
 
 
 def _application_server(config: Mapping[str, Any]) -> str | None:

@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 
+from streamstate.app.task_state import forget_changelog, restore_start_offsets, wipe_task
 from streamstate.clients.restore_consumer import RestoreConsumer
 from streamstate.errors import ProcessorStateError, TaskCorruptedError
 from streamstate.records import TopicPartition
 from streamstate.state.changelog_reader import StoreChangelogReader
 from streamstate.state.restorer import StateRestoreListener, StateRestorer
-from streamstate.state.stores import wipe_store
 
 if TYPE_CHECKING:
     from streamstate.app.task import StreamTask
@@ -135,6 +135,11 @@ class StateUpdater(threading.Thread):
         with self._cond:
             return task_id in self._held
 
+    def restoring(self) -> bool:
+        """Whether any task is restoring (in the updater or awaiting hand-over)."""
+        with self._cond:
+            return bool(self._held)
+
     def drain_restored(self) -> list[StreamTask]:
         """The tasks restored since the last call, their ``changelog_offsets`` set to what was
         restored; raises what failed the updater (the stream thread dies of it)."""
@@ -204,7 +209,7 @@ class StateUpdater(threading.Thread):
 
     def _add(self, task: StreamTask) -> None:
         try:
-            starts = task.restore_start_offsets()
+            starts = restore_start_offsets(task)
         except TaskCorruptedError as exc:
             starts = self._wipe(task, exc)
         self._register(task, starts)
@@ -216,7 +221,7 @@ class StateUpdater(threading.Thread):
                     changelog,
                     task.stores[name],
                     starts[name],
-                    before_wipe=functools.partial(task.forget_changelog, changelog),
+                    before_wipe=functools.partial(forget_changelog, task, changelog),
                 )
             )
         self._restoring[task.task_id] = _Restoring(task)
@@ -231,11 +236,7 @@ class StateUpdater(threading.Thread):
             task.task_id,
             cause,
         )
-        task.checkpoint_file.delete()
-        task.changelog_offsets.clear()
-        for store in task.stores.values():
-            wipe_store(store)
-        return dict.fromkeys(task.changelogs)
+        return wipe_task(task)
 
     def _remove_now(self, ids: set[Any]) -> None:
         for task_id in ids:

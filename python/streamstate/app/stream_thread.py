@@ -60,36 +60,29 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streamstate.app.commit_steps import commit_with_consumer, flush_for_commit
 from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
 from streamstate.app.fetch_control import FetchControl
 from streamstate.app.metrics import ThreadMetrics
 from streamstate.app.refused_sinks import RefusedSends
 from streamstate.app.sink_timestamps import SinkTimestampLimits
+from streamstate.app.standby_task import StandbyTasks, task_offsets
 from streamstate.app.state_directory import LockedTasks, is_lock_conflict
 from streamstate.app.state_updater import StateUpdater
 from streamstate.app.streams_group import StreamsGroupMember
 from streamstate.app.streams_membership import StreamsMembership
+from streamstate.app.streams_transaction import commit_as_member, wait_for_stable_offsets
 from streamstate.app.task import StreamTask, TransactionAbortedError, decode_partition_time
 from streamstate.app.task_assignment import TaskPartitions
-from streamstate.app.thread_producer import (
-    ProducerFencedError,
-    ThreadProducer,
-    transaction_failure,
-)
+from streamstate.app.thread_producer import ProducerFencedError, ThreadProducer
 from streamstate.app.topology import Topology
 from streamstate.clients.config import (
     admin_config,
     main_consumer_config,
     thread_restore_consumer_config,
 )
-from streamstate.clients.kafka_errors import (
-    ErrorKind,
-    classify,
-    error_text,
-    kafka_call,
-    kafka_error,
-)
+from streamstate.clients.kafka_errors import kafka_call
 from streamstate.clients.poll import split_poll
 from streamstate.clients.restore_consumer import open_restore_consumer
 from streamstate.errors import ProcessorStateError, StreamsError, TaskMigratedError
@@ -193,6 +186,18 @@ class StreamThread(threading.Thread):
             task_timeout_ms=config.task_timeout_ms,
             restore_listener=restore_listener,
         )
+        # Standby and warm-up tasks (streams protocol): replayed on a thread of their own.
+        self.standbys = StandbyTasks(
+            name,
+            self._new_task,
+            lambda: Consumer(
+                thread_restore_consumer_config(
+                    servers, client_id=f"{name}-standby-consumer", eos=self.eos, overrides=overrides
+                )
+            ),
+            commit_interval_ms=config.commit_interval_ms,
+            actives_restoring=self.updater.restoring,
+        )
         self.locked = LockedTasks()
         # Whether a task waited for records last loop (FetchControl.records_to_poll).
         self._starving = False
@@ -204,7 +209,13 @@ class StreamThread(threading.Thread):
         # group.protocol=streams: the broker assigns tasks (app/streams_membership.py).
         self.coordinator: ConsumerCoordinator | StreamsMembership = (
             StreamsMembership(
-                streams_member, self.consumer, TaskPartitions(topology), name=name, **callbacks
+                streams_member,
+                self.consumer,
+                TaskPartitions(topology),
+                name=name,
+                **callbacks,
+                on_standby=self._on_standby,
+                task_offsets=lambda: task_offsets(self.active_tasks(), self.standbys),
             )
             if streams_member is not None
             else ConsumerCoordinator(self.consumer, topology.source_topics, **callbacks)
@@ -349,6 +360,7 @@ class StreamThread(threading.Thread):
                 tp = TopicPartition(topic, partition)
                 self.fetch.added(tp, task.add_records(tp, run))
         self._hand_over_restored()
+        self.standbys.tick()
         if self.locked and (due := self.locked.due()):
             self._create_tasks(due)
         processed = 0
@@ -445,16 +457,8 @@ class StreamThread(threading.Thread):
         created: list[StreamTask] = []
         for task_id in task_ids:
             try:
-                task = StreamTask(
-                    task_id,
-                    self._topology,
-                    self._config,
-                    self.producer,
-                    self._global_stores,
-                    position=self.fetch.position,
-                    sink_limits=self._sink_limits,
-                    refused_sends=self._refused_sends,
-                )
+                # A standby made active keeps its stores: only the changelog tail restores.
+                task = self.standbys.take(task_id, self.producer) or self._new_task(task_id)
             except ProcessorStateError as exc:
                 if not is_lock_conflict(exc):
                     raise
@@ -509,8 +513,30 @@ class StreamThread(threading.Thread):
             self.consumer.resume(ready)
         self._update_running_state()
 
+    def _new_task(self, task_id: Any) -> StreamTask:
+        return StreamTask(
+            task_id,
+            self._topology,
+            self._config,
+            self.producer,
+            self._global_stores,
+            position=self.fetch.position,
+            sink_limits=self._sink_limits,
+            refused_sends=self._refused_sends,
+        )
+
+    def _on_standby(self, partitions: list[KafkaTopicPartition]) -> None:
+        # The broker's standby and warm-up tasks, less any this thread runs as active.
+        id_of = self._topology.task_id
+        wanted = {id_of(p.topic, p.partition) for p in partitions} - set(self.tasks)
+        self.standbys.update(wanted)
+
     def _committed(self, partitions: list[KafkaTopicPartition]) -> list[KafkaTopicPartition]:
         if isinstance(self.coordinator, StreamsMembership):
+            if self.eos:  # KIP-447's requireStable (app/streams_transaction.py)
+                wait_for_stable_offsets(
+                    self.consumer, partitions, self._config.task_timeout_ms / 1000.0
+                )
             return self.coordinator.committed(partitions)  # why: StreamsMembership.committed
         return list(self.consumer.committed(partitions, timeout=30))
 
@@ -634,7 +660,11 @@ class StreamThread(threading.Thread):
         offsets: list[KafkaTopicPartition] = []
         for task in tasks:
             offsets.extend(task.committable_offsets())
-        self.txn.commit(offsets, self.consumer.consumer_group_metadata())
+        if isinstance(self.coordinator, StreamsMembership):
+            # The consumer is in no group: the offsets carry the member's identity, taken now.
+            commit_as_member(self.txn, offsets, self.coordinator, self._config.application_id)
+        else:
+            self.txn.commit(offsets, self.consumer.consumer_group_metadata())
         self._commit_put_off = None
         for task in tasks:
             task.apply_committed()
@@ -691,41 +721,7 @@ class StreamThread(threading.Thread):
     # -- commit -------------------------------------------------------------------------------
 
     def _flush(self, tasks: list[StreamTask]) -> bool:
-        """Flushes the tasks' caches, then the producer; False (WARN) when records stay
-        unacknowledged after 30 s."""
-        for task in tasks:
-            task.flush_caches()  # their changelog records must be acknowledged too
-            task.send_dead_letters()  # in this transaction, before the offsets pass them
-        try:
-            remaining = kafka_call(self.producer.flush, 30)
-        except KafkaException as exc:
-            # A fatal producer error (under exactly-once: fenced while its partitions were
-            # being added to the transaction) may surface here first, before any delivery
-            # report says so.
-            failure = (
-                transaction_failure("flushing the producer", exc)
-                if self.eos
-                else StreamsError(f"flushing the producer failed: {error_text(exc)}")
-            )
-            if failure is not None:
-                raise failure from exc
-            remaining = len(self.producer)
-        if not remaining and not self.eos:
-            # Sink records refused with their batch are sent again alone before the commit
-            # (StreamTask.send_refused_alone): only the one the broker refuses is dropped.
-            for task in tasks:
-                task.send_refused_alone()
-        if remaining:
-            # The broker is away: the records stay queued (librdkafka retries them until
-            # message.timeout.ms, after which a delivery error fails the task; under
-            # exactly-once the transaction stays open until the next commit).
-            _log.warning(
-                "stream-thread [%s] %d records not acknowledged within 30 s; committing later",
-                self.name,
-                remaining,
-            )
-            return False
-        return True
+        return flush_for_commit(tasks, self.producer, eos=self.eos, name=self.name)
 
     def _commit(self, tasks: list[StreamTask], *, defer: bool = True) -> bool:
         """Commits ``tasks``; True when done. Puts the commit off while the group rebalances
@@ -769,35 +765,11 @@ class StreamThread(threading.Thread):
     def _commit_offsets(self, offsets: list[KafkaTopicPartition], *, defer: bool) -> bool:
         """At-least-once: commits ``offsets`` with the consumer; False when the commit is to be
         tried again (a rebalance met, or a failure the cluster may not have next time)."""
+        put_off = self._put_off_by_rebalance if defer else None
         if isinstance(self.coordinator, StreamsMembership):
             # A streams group takes commits from its members only (app/streams_membership.py).
-            return self.coordinator.commit_offsets(
-                offsets, self._put_off_by_rebalance if defer else None
-            )
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-            return True
-        except KafkaException as exc:
-            error = kafka_error(exc)
-            kind = classify(error) if error is not None else ErrorKind.OTHER
-            text = error_text(exc)
-            if kind is ErrorKind.REBALANCE_IN_PROGRESS and defer:
-                self._put_off_by_rebalance(text)
-                return False
-            if kind in (ErrorKind.TASK_MIGRATED, ErrorKind.REBALANCE_IN_PROGRESS):
-                raise TaskMigratedError(
-                    f"committing offsets failed: {text}; the consumer is no longer part of the "
-                    "group"
-                ) from exc
-            if kind is ErrorKind.RETRIABLE:
-                _log.warning(
-                    "stream-thread [%s] committing offsets failed (%s); retrying at the next "
-                    "commit",
-                    self.name,
-                    text,
-                )
-                return False
-            raise StreamsError(f"committing offsets failed: {text}") from exc
+            return self.coordinator.commit_offsets(offsets, put_off)
+        return commit_with_consumer(self.consumer, offsets, put_off, name=self.name)
 
     def _close(self) -> None:
         try:
@@ -806,6 +778,7 @@ class StreamThread(threading.Thread):
             self._close_tasks(list(self.tasks.values()))
         finally:
             self.coordinator.leave()
+            self.standbys.close()
             self.updater.shutdown()
             try:
                 # kafka_call: close may raise the bare KafkaError (_DESTROY) of a call that

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -31,6 +32,8 @@ from streamstate.app.key_metadata import (
 )
 from streamstate.app.metrics import RestoreMetrics
 from streamstate.app.queries import ReadOnlyKeyValueStore
+from streamstate.app.standby_replicas import apply_standby_replicas
+from streamstate.app.standby_task import standby_stores, unless_standby_here
 from streamstate.app.state import State, StateListener, StateMachine
 from streamstate.app.state_directory import (
     StateDirectoryCleaner,
@@ -40,6 +43,7 @@ from streamstate.app.state_directory import (
 )
 from streamstate.app.stream_thread import StreamThread, ThreadState
 from streamstate.app.streams_group import StreamsGroupMember
+from streamstate.app.streams_transaction import check_group_metadata_format
 from streamstate.app.task_assignment import subtopology_sources, subtopology_stores
 from streamstate.app.topology import Topology
 from streamstate.clients.config import admin_config
@@ -86,11 +90,9 @@ class StreamsApp:
         sources = topology.source_topics
         self._streams_protocol = self.config.group_protocol == "streams"
         if self._streams_protocol and self.config.exactly_once:
-            raise StreamsError(
-                "group.protocol=streams supports at-least-once only in this release: "
-                "exactly_once_v2 needs transactional offset commits fenced by the streams "
-                "member's epoch (docs/rebalancing.md); use group.protocol=classic for it"
-            )
+            # The transactions' offsets carry the member's identity in librdkafka's format:
+            # a librdkafka that changed it is refused here (app/streams_transaction.py).
+            check_group_metadata_format(self.config.application_id)
         # Under the streams protocol the broker assigns tasks: no consumer assignor is involved.
         several = len(sources) > 1 and not self._streams_protocol
         if several and "partition.assignment.strategy" not in config:
@@ -199,6 +201,8 @@ class StreamsApp:
                 # setting, rather than each stream thread dying of it.
                 check_streams_broker(self._streams_member(0))
                 self._members.clear()
+                # Before any member joins: the broker places standbys by the group's config.
+                apply_standby_replicas(self.config)
         except BaseException:
             self._directory_lock.release()
             raise
@@ -458,20 +462,25 @@ class StreamsApp:
 
     # -- interactive queries ------------------------------------------------------------------
 
-    def store(self, name: str, partition: int | None = None) -> Any:
+    def store(self, name: str, partition: int | None = None, *, stale_stores: bool = False) -> Any:
         """A read-only facade over the local stores ``name`` (``partition``: just that one);
         every call checks availability then (see ``streamstate.app.queries``). A DSL store
         takes and returns typed keys and values: a key-value, window or session store by
-        the store's kind (``streamstate.dsl.stores``)."""
+        the store's kind (``streamstate.dsl.stores``). With ``stale_stores`` the stores of
+        this instance's standby tasks answer too (Kafka's ``enableStaleStores``): as current
+        as their changelog replay (``docs/rebalancing.md``)."""
+        locate = self._locate_key if self._streams_protocol else None
+        if stale_stores and locate is not None:
+            locate = functools.partial(unless_standby_here, self._threads, locate)
         view = ReadOnlyKeyValueStore(
             name,
             partition,
             state=lambda: self.state,
             known=lambda n: n in self.topology.stores or n in self.topology.global_stores,
             is_global=lambda n: n in self.topology.global_stores,
-            lookup=self._lookup,
+            lookup=functools.partial(self._lookup, stale=stale_stores),
             restoring=self._store_restoring,
-            locate=self._locate_key if self._streams_protocol else None,
+            locate=locate,
         )
         spec = self.topology.stores.get(name) or self.topology.global_stores.get(name)
         typed = getattr(spec, "typed", None)
@@ -488,7 +497,7 @@ class StreamsApp:
                     return True
         return False
 
-    def _lookup(self, name: str, partition: int | None) -> list[Any]:
+    def _lookup(self, name: str, partition: int | None, *, stale: bool = False) -> list[Any]:
         if name in self.topology.global_stores:
             store = self._global.stores.get(name) if self._global is not None else None
             return [store] if store is not None and store.is_open() else []
@@ -500,6 +509,8 @@ class StreamsApp:
                 store = task.stores.get(name)
                 if store is not None and store.is_open():
                     found.append(store)
+            if stale:
+                found.extend(standby_stores(thread.standbys, name, partition))
         return found
 
     def _locate_key(self, store_name: str, key: bytes) -> tuple[int, str] | None:

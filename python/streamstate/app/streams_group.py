@@ -320,6 +320,17 @@ class StreamsGroupMember:
             retriable_error=retriable,
         )
 
+    def set_task_offsets(
+        self, offsets: Mapping[TaskId, int], end_offsets: Mapping[TaskId, int]
+    ) -> None:
+        """Has the next heartbeat carry ``TaskOffsets`` and ``TaskEndOffsets``: per task, the
+        sum of its changelog offsets (where its state is) and of their end offsets, so that
+        the broker can place tasks where their state is (KIP-1071)."""
+        self._member.set_task_offsets(
+            [(t.subtopology_id, t.partition, o) for t, o in sorted(offsets.items())],
+            [(t.subtopology_id, t.partition, o) for t, o in sorted(end_offsets.items())],
+        )
+
     def leave(self) -> None:
         """Leaves the group (a static member's tasks wait for it until its session ends)."""
         self._member.leave()

@@ -20,8 +20,11 @@ partitions. It follows Kafka's ``StreamsMembershipManager``:
   id and epoch, which a streams group requires and librdkafka cannot send on manual
   assignment).
 
-Standby and warm-up tasks are not run yet: they are not reported as owned, so the broker
-keeps offering them (``docs/rebalancing.md``).
+Standby and warm-up tasks (``num.standby.replicas``, ``docs/rebalancing.md``) go to the stream
+thread with every assignment (``on_standby``, after the active tasks, so that a standby made
+active is taken over with its stores open, :mod:`streamstate.app.standby_task`) and are
+reported as owned, as Kafka's ``StreamsMembershipManager`` reports them; the heartbeat carries
+their changelog positions (``TaskOffsets``) so that the broker can tell where state is.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from streamstate.app.streams_group import (
     GroupStatus,
     HeartbeatResult,
     StreamsGroupMember,
+    TaskId,
     Tasks,
 )
 from streamstate.app.task_assignment import TaskPartitions
@@ -58,6 +62,8 @@ _REBALANCING = {113, 22, 27}
 _MIGRATED = {25, 110, 82}  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID
 # TOPIC_ / GROUP_AUTHORIZATION_FAILED, INVALID_COMMIT_OFFSET_SIZE, OFFSET_METADATA_TOO_LARGE.
 _FATAL = {29, 30, 28, 12}
+# How often the heartbeat carries the tasks' changelog positions (a placement hint).
+_TASK_OFFSETS_S = 10.0
 
 
 class CommitOutcome(enum.Enum):
@@ -85,8 +91,12 @@ class StreamsMembership:
         on_assigned: Callback,
         on_revoked: Callback,
         on_lost: Callback,
+        on_standby: Callback | None = None,
+        task_offsets: Callable[[], tuple[dict[TaskId, int], dict[TaskId, int]]] | None = None,
     ) -> None:
-        """Nothing is sent before :meth:`subscribe`."""
+        """Nothing is sent before :meth:`subscribe`. ``on_standby`` gets the source
+        partitions of the standby and warm-up tasks of each assignment; ``task_offsets()`` the
+        changelog positions and end offsets of the tasks (sent every ``_TASK_OFFSETS_S``)."""
         self.member = member
         self._consumer = consumer
         self._tasks = tasks
@@ -94,6 +104,9 @@ class StreamsMembership:
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._on_lost = on_lost
+        self._on_standby = on_standby
+        self._task_offsets = task_offsets
+        self._task_offsets_due = 0.0
         self._cond = threading.Condition()
         # What the stream thread owns (reported in every heartbeat), the assignment waiting
         # for it, and a fatal heartbeat error for it to raise.
@@ -208,7 +221,13 @@ class StreamsMembership:
         # Called even with nothing new (an empty first assignment, a revocation alone), as
         # librdkafka's cooperative protocol calls it: it ends the thread's REBALANCING.
         self._on_assigned(_kafka(parts))
-        self._report(Tasks(active=frozenset(target)))
+        standby = pending.target.standby | pending.target.warmup
+        if self._on_standby is not None:
+            # After the active tasks: a standby made active was taken over with its stores.
+            self._on_standby(_kafka(self._tasks.partitions(standby - target)))
+            self._report(pending.target)
+        else:
+            self._report(Tasks(active=frozenset(target)))
 
     def leave(self) -> None:
         """Stops the heartbeat thread and leaves the group (the caller has closed its
@@ -292,8 +311,15 @@ class StreamsMembership:
                 continue
             failed = [(t, p, code) for t, p, _, _, code in answer if code != 0]
             if not failed:
+                # Offsets committed in a transaction (exactly_once_v2) went through
+                # confluent-kafka, which sends metadata with its terminating NUL.
                 return [
-                    KafkaTopicPartition(t, p, offset if offset >= 0 else OFFSET_INVALID, metadata)
+                    KafkaTopicPartition(
+                        t,
+                        p,
+                        offset if offset >= 0 else OFFSET_INVALID,
+                        metadata.split("\0", 1)[0] if metadata else metadata,
+                    )
                     for t, p, offset, metadata, _ in answer
                 ]
             if time.monotonic() >= deadline:
@@ -305,6 +331,20 @@ class StreamsMembership:
     def _set_state(self, state: MemberState) -> None:
         with self._cond:
             self._state = state
+
+    def _differs(self, target: Tasks, owned: Tasks) -> bool:
+        if self._on_standby is None:  # standbys not run: only the active tasks count
+            return target.active != owned.active
+        return target != owned
+
+    def _send_task_offsets(self) -> None:
+        if self._task_offsets is None or time.monotonic() < self._task_offsets_due:
+            return
+        self._task_offsets_due = time.monotonic() + _TASK_OFFSETS_S
+        try:
+            self.member.set_task_offsets(*self._task_offsets())
+        except Exception as exc:  # only a placement hint: the heartbeat goes on without it
+            _log.debug("stream-thread [%s] task offsets not sent: %s", self._name, exc)
 
     def _unassign(self, parts: list[tuple[str, int]]) -> None:
         if parts:
@@ -326,6 +366,7 @@ class StreamsMembership:
                     return
                 owned = self._owned
                 self._owned_changed = False
+            self._send_task_offsets()
             try:
                 result = self.member.heartbeat(owned)
             except StreamsError as exc:
@@ -361,7 +402,7 @@ class StreamsMembership:
                     self._lost_tasks = Tasks(active=self._lost_tasks.active | self._owned.active)
                     self._owned = Tasks()
                     self._pending = None
-                elif result.target.active != owned.active or (
+                elif self._differs(result.target, owned) or (
                     # The first assignment completes the join even when empty, but not while
                     # the broker delays it or lacks topics: the thread stays REBALANCING.
                     self._state is not MemberState.STABLE

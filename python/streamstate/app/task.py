@@ -35,10 +35,8 @@ each poll (:meth:`StreamTask.update_lags`).
 
 from __future__ import annotations
 
-import base64
 import functools
 import logging
-import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,10 +44,11 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from streamstate.app import handlers
+from streamstate.app import handlers, task_state
 from streamstate.app.config import StreamsConfig
 from streamstate.app.context import ChangeLoggingKeyValueStore, ProcessorContext, ReadOnlyStoreView
 from streamstate.app.dead_letter_queue import DeadLetterQueue, DeadLetterRecord, SourceBytes
+from streamstate.app.partition_time import decode_partition_time, encode_partition_time
 from streamstate.app.refused_sinks import (
     RefusedSends,
     SendId,
@@ -60,12 +59,11 @@ from streamstate.app.refused_sinks import (
 )
 from streamstate.app.sink_timestamps import SinkTimestampLimits, TimestampCheckedProducer
 from streamstate.app.state_directory import TASK_DIRECTORIES
+from streamstate.app.task_idling import may_process
 from streamstate.app.topology import Topology
 from streamstate.clients.kafka_errors import TransactionErrorKind, classify_transaction
 from streamstate.errors import (
-    CorruptCheckpointError,
     StreamsError,
-    TaskCorruptedError,
     TaskMigratedError,
 )
 from streamstate.processor.processor_topology import ProcessorTopology
@@ -77,8 +75,6 @@ from streamstate.state.checkpoint import OffsetCheckpoint
 from streamstate.state.stores import (
     InMemoryKeyValueStore,
     PersistentKeyValueStore,
-    holds_data,
-    wipe_store,
 )
 from streamstate.state.transaction_buffer import TransactionBuffer
 
@@ -90,10 +86,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("streamstate.app")
-# Kafka 3.x writes version 2 (the partition time, then processor metadata, empty here); 2.x
-# wrote version 1 (the partition time alone). Both carry the time in the same 8 bytes.
-_METADATA_VERSION = 2
-_READABLE_VERSIONS = (1, 2)
 
 
 # Broker errors that refuse a produce batch for what one record holds (a timestamp, a null key
@@ -118,27 +110,6 @@ def _transaction_must_abort(exc: Exception) -> bool:
     return isinstance(error, KafkaError) and (
         error.code() == KafkaError._STATE or error.txn_requires_abort()
     )
-
-
-def encode_partition_time(partition_time: int) -> str:
-    """Kafka Streams 3.x's commit metadata (``TopicPartitionMetadata`` version 2): base64 of a
-    version byte and the partition time, with no processor metadata."""
-    return base64.b64encode(struct.pack(">bq", _METADATA_VERSION, partition_time)).decode()
-
-
-def decode_partition_time(metadata: str | None) -> int:
-    """The partition time in commit metadata of version 1 (Kafka 2.x) or 2 (Kafka 3.x, any
-    processor metadata after it ignored), ``NOT_KNOWN`` when absent or unreadable."""
-    if not metadata:
-        return NOT_KNOWN
-    try:
-        # The first 12 characters are the first 9 bytes (version, partition time): whatever
-        # follows (processor metadata, or bytes past the end that confluent-kafka's
-        # committed() may append to metadata it did not write) is not read.
-        version, value = struct.unpack(">bq", base64.b64decode(metadata[:12]))
-    except (ValueError, struct.error):
-        return NOT_KNOWN
-    return int(value) if version in _READABLE_VERSIONS else NOT_KNOWN
 
 
 def _monotonic_ms() -> float:
@@ -358,38 +329,9 @@ class StreamTask:
         self.dropped = 0  # records dropped by the processing and production handlers
         self.restoring = False
 
-    # -- restoration --------------------------------------------------------------------------
-
     def restore_start_offsets(self) -> dict[str, int | None]:
-        """Per logged store, the checkpointed offset to restore past, or ``None`` to restore
-        from the beginning, having wiped a persistent store holding data without a checkpointed
-        offset (in-memory stores always start empty). A corrupt ``.checkpoint`` raises
-        :class:`~streamstate.errors.TaskCorruptedError`: the state updater then wipes every
-        store of the task and restores them from the beginning."""
-        try:
-            offsets = self.checkpoint_file.read()
-        except CorruptCheckpointError as exc:
-            raise TaskCorruptedError(f"task {self.task_id}: {exc}") from exc
-        starts: dict[str, int | None] = {}
-        for name, tp in self.changelogs.items():
-            store = self.stores[name]
-            offset = offsets.get(tp) if store.persistent else None
-            if offset is None and holds_data(store):
-                wipe_store(store)
-            if offset is not None:
-                self.changelog_offsets[tp] = offset
-            starts[name] = offset
-        return starts
-
-    def forget_changelog(self, changelog: TopicPartition) -> None:
-        """Drops ``changelog``'s offset from the checkpoint: its store is about to be wiped,
-        and the checkpoint must never claim contents the store no longer has."""
-        self.changelog_offsets.pop(changelog, None)
-        kept = {tp: o for tp, o in self.checkpoint_file.read().items() if tp != changelog}
-        if kept:
-            self.checkpoint_file.write(kept)
-        else:
-            self.checkpoint_file.delete()
+        """Where restoration starts (:func:`streamstate.app.task_state.restore_start_offsets`)."""
+        return task_state.restore_start_offsets(self)
 
     # -- processing ---------------------------------------------------------------------------
 
@@ -429,20 +371,8 @@ class StreamTask:
         if self.group.all_partitions_buffered():
             self._idle_deadlines.clear()
             return True
-        now = self._idle_clock()
-        for tp in self.partitions:
-            if self._queues[tp].size():
-                self._idle_deadlines.pop(tp, None)
-                continue
-            lag = self.lags.get(tp, -1)
-            if lag != 0:
-                # Unknown (no fetch yet), or records on the broker not yet buffered here:
-                # processing now could take a later record before an earlier one.
-                return False
-            deadline = self._idle_deadlines.setdefault(tp, now + idle_ms)
-            if now < deadline:
-                return False
-        return True
+        buffered = {tp: self._queues[tp].size() for tp in self.partitions}
+        return may_process(buffered, self.lags, self._idle_deadlines, self._idle_clock, idle_ms)
 
     def process(self, max_records: int) -> int:
         """Processes up to ``max_records`` buffered records in timestamp order."""

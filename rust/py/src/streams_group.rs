@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use streamstate_core::error::Location;
 use streamstate_group::{
     CopartitionGroup, Endpoint, GroupError, MemberConfig, MemberState, PartitionOffset,
-    PlaintextConnector, StreamsGroupMember as CoreMember, Subtopology, TaskId, Tasks, TopicInfo,
-    Topology,
+    PlaintextConnector, StreamsGroupMember as CoreMember, Subtopology, TaskId, TaskOffset, Tasks,
+    TopicInfo, Topology,
 };
 
 use crate::errors::{guard, streams_error};
@@ -252,6 +252,26 @@ impl StreamsGroupMember {
                 result.retriable_error,
             ))
         })
+    }
+
+    /// Sets the `TaskOffsets` and `TaskEndOffsets` (`[(subtopology, partition, offset)]`, the
+    /// sums of each task's changelog offsets) the next heartbeat carries, once.
+    fn set_task_offsets(
+        &self,
+        offsets: Vec<(String, i32, i64)>,
+        end_offsets: Vec<(String, i32, i64)>,
+    ) {
+        let wire = |v: Vec<(String, i32, i64)>| -> Vec<TaskOffset> {
+            v.into_iter()
+                .map(|(subtopology_id, partition, offset)| TaskOffset {
+                    subtopology_id,
+                    partition,
+                    offset,
+                })
+                .collect()
+        };
+        self.lock()
+            .set_task_offsets(wire(offsets), wire(end_offsets));
     }
 
     /// Commits `[(topic, partition, offset, metadata)]` as this member (OffsetCommit v9 with
