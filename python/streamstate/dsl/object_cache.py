@@ -16,10 +16,14 @@ the dirty entries with the byte cache's.
 Flushed entries whose objects cannot change (scalars, tuples of them: ``_immutable``) stay as
 **clean** objects (up to ``max_clean``, the oldest evicted first), as
 Kafka's cache keeps flushed entries until it needs the room: the next update of a key read
-since the last commit then costs no store read and no deserialization. A clean entry is only
-ever what the store below holds (written by the flush itself; a dirty entry shadows it), and
-the abort of a transaction drops them all with the dirty ones (the store goes back to its
-last commit).
+since the last commit then costs no store read and no deserialization. Flushed entries whose
+objects can change (a dict, a list) stay as their **bytes** instead (``raw``, as many, within
+``max_raw_bytes``): :meth:`ObjectCache.get` decodes a new object from them on every read, as
+every reader of Kafka's cache deserializes its own copy, so a reader that changes what it got
+(a joiner, a ``map_values`` downstream) changes nothing another reader sees; the read costs
+no store ``get``. A clean entry is only ever what the store below holds (written by the flush
+itself; a dirty entry shadows it), and the abort of a transaction drops them all with the
+dirty ones (the store goes back to its last commit).
 
 One ``ObjectCache`` per byte cache: every typed store opened over the same store layer (the
 processor's, a test driver's) shares it.
@@ -38,6 +42,7 @@ MISSING: Any = object()
 
 _MAX_ENTRIES = 10_000
 _MAX_CLEAN = 100_000
+_MAX_RAW_BYTES = 32 << 20
 _SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
 
 
@@ -72,8 +77,14 @@ class ObjectCache:
         # Flushed objects by cache key (None: the key is deleted), as the store below holds
         # them; a dirty entry of the same key shadows its clean one.
         self.clean: dict[Any, Any] = {}
+        # The store's bytes of flushed objects that can change, by cache key (decoded anew on
+        # each read); a key is in ``clean`` or here, never in both.
+        self.raw: dict[Any, bytes] = {}
+        self.raw_bytes = 0
+        self.max_raw_bytes = _MAX_RAW_BYTES
         # Told of cache keys the clean entries no longer cover: ``forgotten(keys)`` with the
-        # evicted keys, ``forgotten(None)`` when every clean entry is dropped.
+        # evicted keys and those flushed as bytes (objects that can change), ``forgotten(None)``
+        # when every clean entry is dropped.
         self.forget_listeners: list[Callable[[list[Any] | None], None]] = []
         self.encode: Callable[[Any, Any], tuple[bytes | None, bytes | None]] | None = None
         self.decode: Callable[[bytes], Any] | None = None
@@ -81,11 +92,35 @@ class ObjectCache:
         self.with_old = False
 
     def get(self, cache_key: Any) -> Any:
-        """The dirty object of ``cache_key`` (``None``: deleted), or :data:`MISSING`."""
+        """The dirty or clean object of ``cache_key`` (``None``: deleted), or :data:`MISSING`;
+        a flushed object that can change is decoded anew from its bytes (module doc)."""
         entry = self.dirty.get(cache_key)
         if entry is None:
-            return self.clean.get(cache_key, MISSING)
+            found = self.clean.get(cache_key, MISSING)
+            if found is MISSING:
+                raw = self.raw.get(cache_key)
+                if raw is not None:
+                    decode = self.decode
+                    assert decode is not None
+                    return decode(raw)
+            return found
         return entry[1]
+
+    def get_private(self, cache_key: Any) -> Any:
+        """As :meth:`get`, but a dirty object that can change comes as a copy made through
+        the store's bytes (encoded and decoded), as a reader of Kafka's cache gets it: for a
+        reader that may change what it is given (a joiner), while the dirty object stays the
+        writer's."""
+        entry = self.dirty.get(cache_key)
+        if entry is None:
+            return self.get(cache_key)
+        obj = entry[1]
+        if obj is None or _immutable(obj):
+            return obj
+        encode, decode = self.encode, self.decode
+        assert encode is not None and decode is not None
+        raw = encode(entry[0], obj)[1]
+        return None if raw is None else decode(raw)
 
     def put(self, cache_key: Any, key: Any, obj: Any, headers: Any = ()) -> None:
         """Caches ``obj`` (``None``: a delete) for ``key``, with the headers of the record
@@ -102,6 +137,8 @@ class ObjectCache:
         to its last commit)."""
         self.dirty.clear()
         self.clean.clear()
+        self.raw.clear()
+        self.raw_bytes = 0
         for forgotten in self.forget_listeners:
             forgotten(None)
 
@@ -119,12 +156,19 @@ class ObjectCache:
         with_old = self.with_old
         get = self.below.get
         clean = self.clean
+        keep_raw = self.raw if self.decode is not None else None
+        raw_bytes = self.raw_bytes
         # One pass: encode each entry, keep it clean, and (with a listener) read the old value
         # of the keys that need one before the write below replaces it.
         puts: list[tuple[bytes, bytes | None]] = []
         told: list[tuple[Any, Any, Any, bytes | None]] = []
+        uncovered: list[Any] = []  # flushed, but not as clean objects
         for cache_key, (key, obj, headers) in items:
             raw_key, raw = encode(key, obj)
+            if keep_raw is not None:
+                dropped = keep_raw.pop(cache_key, None)
+                if dropped is not None:
+                    raw_bytes -= len(dropped)
             if raw_key is None:
                 clean.pop(cache_key, None)  # not stored (an expired window)
                 old = None
@@ -134,9 +178,20 @@ class ObjectCache:
                     del clean[cache_key]  # re-inserted last: evicted last
                 if _immutable(obj):
                     clean[cache_key] = obj
+                else:
+                    uncovered.append(cache_key)
+                    if keep_raw is not None and raw is not None:
+                        keep_raw[cache_key] = raw
+                        raw_bytes += len(raw)
                 old = get(raw_key) if listener is not None and (with_old or obj is None) else None
             if listener is not None and (obj is not None or old is not None):
                 told.append((key, obj, headers, old))
+        self.raw_bytes = raw_bytes
+        if uncovered:
+            # The store below now holds these keys and no clean entry does: a reader that
+            # trusts the clean entries (a window store's absent_after) must read the store.
+            for forgotten in self.forget_listeners:
+                forgotten(uncovered)
         excess = len(clean) - self.max_clean
         if excess > 0:
             evicted = list(itertools.islice(clean, excess))
@@ -144,6 +199,8 @@ class ObjectCache:
                 del clean[cache_key]
             for forgotten in self.forget_listeners:
                 forgotten(evicted)
+        if keep_raw is not None:
+            self._evict_raw(keep_raw)
         self.below.put_all(puts)
         if listener is None:
             return
@@ -151,6 +208,22 @@ class ObjectCache:
         assert decode is not None
         for key, obj, headers, old in told:
             listener(key, obj, decode(old) if with_old and old is not None else None, headers)
+
+    def _evict_raw(self, raw: dict[Any, bytes]) -> None:
+        # The oldest first, past max_clean entries or max_raw_bytes bytes.
+        excess = len(raw) - self.max_clean
+        evicted: list[Any] = []
+        if excess > 0 or self.raw_bytes > self.max_raw_bytes:
+            for cache_key, value in raw.items():
+                if excess <= 0 and self.raw_bytes <= self.max_raw_bytes:
+                    break
+                evicted.append(cache_key)
+                self.raw_bytes -= len(value)
+                excess -= 1
+            for cache_key in evicted:
+                del raw[cache_key]
+            for forgotten in self.forget_listeners:
+                forgotten(evicted)
 
 
 def object_cache(inner: Any) -> ObjectCache | None:

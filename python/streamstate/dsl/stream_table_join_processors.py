@@ -55,15 +55,31 @@ class StreamTableJoinProcessor(Processor):
     def init(self, context: ProcessorGraphContext) -> None:
         """Opens the value getter (and the buffer)."""
         self.context = context
-        self.forward = context.forward
+        self.forward = context.trusted_forward()  # forwards only Records
         self.getter = RowValueGetter(self.table.open(context))
         self.versioned = self.table.versioned
+        self._lookup = self.getter.get
         if self.open_buffer is not None:
             self.buffer = self.open_buffer(context)
+        # The common case, a plain lookup by the record's own key, joined in process() itself
+        # (one Python call per record saved).
+        self._plain = (
+            self.key_selector is None
+            and not self.versioned
+            and self.buffer is None
+            and not self.with_key
+        )
 
     def process(self, record: Record) -> None:
         """Joins ``record`` (or buffers it, with a grace period)."""
         key, value = record[0], record[1]
+        if self._plain and key is not None and value is not None:
+            row = self._lookup(key)
+            if row is None and not self.left:
+                return
+            joined = self.joiner(value, row)
+            self.forward(tuple.__new__(Record, (key, joined, record[2], record[3])))
+            return
         mapped = key if self.key_selector is None else self.key_selector(key, value)
         if value is None or (mapped is None and not self.left):
             # Kafka's maybeDropRecord: a left join still joins a record whose (selected) key
@@ -98,7 +114,7 @@ class StreamTableJoinProcessor(Processor):
         elif self.versioned:
             row = self.getter.get_as_of(mapped, record[2])
         else:
-            row = self.getter.get(mapped)
+            row = self._lookup(mapped)
         if row is None and not self.left:
             return
         joined = self.joiner(key, value, row) if self.with_key else self.joiner(value, row)

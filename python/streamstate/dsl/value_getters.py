@@ -34,10 +34,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamstate.dsl.stores import ValueAndTimestamp, WindowStore
+from streamstate.dsl.object_cache import MISSING
+from streamstate.dsl.stores import (
+    TimestampedKeyValueStore,
+    ValueAndTimestamp,
+    WindowStore,
+    _cache_key,
+)
 from streamstate.dsl.table_processors import TableState
 from streamstate.errors import TopologyError
 from streamstate.processor.context import ProcessorGraphContext
+from streamstate.serde import deserialize_function
 
 if TYPE_CHECKING:
     from streamstate.dsl.table import GlobalKTable, KTable
@@ -149,18 +156,58 @@ class _WindowGetter(_Current):
         return self.store.fetch_with_timestamp(key.key, key.window.start)
 
 
+class _CachedGetter(_Current):
+    """A key-value store with a record cache, read by a processor that may change the rows it
+    is given (a joiner): a row still dirty in the cache comes as a copy through its bytes, as
+    every reader of Kafka's cache deserializes its own (``ObjectCache.get_private``); a
+    flushed one is decoded anew from the cache's bytes, and only a missing one is read from
+    the store."""
+
+    def __init__(self, store: TimestampedKeyValueStore) -> None:
+        self.store = store
+        self.serdes = store.serdes
+        cache = store.cache
+        assert cache is not None
+        self.get_private = cache.get_private
+        self._dirty = cache.dirty
+        self._raw = cache.raw
+        self._name = store.name
+        self._de_value = deserialize_function(store.serdes.value_serde.deserializer)
+
+    def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
+        found = self.get_private(_cache_key(key, self.serdes))
+        if found is MISSING:
+            return self.store.get_with_timestamp(key)
+        return found  # type: ignore[no-any-return]
+
+    def get_value(self, key: Any) -> Any:
+        """The value of ``key``'s current row, or ``None`` (a stream-table join's read): a
+        flushed row is decoded from the cache's bytes without its timestamp."""
+        cache_key = key if type(key) is str else _cache_key(key, self.serdes)
+        if cache_key not in self._dirty:
+            raw = self._raw.get(cache_key)
+            if raw is not None:
+                # StoreSerdes.value_to_bytes: the timestamp's 8 bytes, then the value's.
+                return self._de_value(self._name, raw[8:])
+        found = self.get_with_timestamp(key)
+        return None if found is None else found[0]
+
+
 def store_view(
     name: str, opener: Callable[[Any], Any], *, versioned: bool = False
 ) -> ValueGetterSupplier:
     """A table's rows from its store ``name``, opened by ``opener`` (Kafka's
     ``KTableMaterializedValueGetterSupplier``; a windowed aggregation's window store is read
     by key and window start). ``versioned``: a versioned store, whose history retention is
-    its opener's ``retention_ms``."""
+    its opener's ``retention_ms``. A row the reader is given is its own: changing it changes
+    neither the store nor what the next reader gets (Kafka's getters deserialize each row)."""
 
     def open_getter(context: ProcessorGraphContext) -> ValueGetter:
         store = opener(context.get_state_store(name))
         if isinstance(store, WindowStore):
             return _WindowGetter(store)
+        if type(store) is TimestampedKeyValueStore and store.cache is not None:
+            return _CachedGetter(store)
         getter: ValueGetter = store
         return getter
 
@@ -282,6 +329,8 @@ class RowValueGetter:
     def __init__(self, rows: ValueGetter) -> None:
         """``rows``: the table's getter."""
         self.rows = rows
+        if isinstance(rows, _CachedGetter):
+            self.get = rows.get_value  # type: ignore[method-assign]
 
     def get(self, key: Any) -> Any:
         """The current value of ``key``, or ``None``."""
