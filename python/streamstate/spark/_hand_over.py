@@ -55,7 +55,10 @@ def hand_over(
             if queue["last_offset"] < 0:
                 continue
             topic, partition = str(queue["topic"]), int(queue["partition"])
-            next_offset = int(queue["last_offset"]) + 1
+            # Records held for a lagging co-partitioned source (KIP-695) are not processed:
+            # the app reads them again.
+            held_from = queue.get("held_from")
+            next_offset = int(queue["last_offset"]) + 1 if held_from is None else int(held_from)
             partition_time = int(queue["partition_time"])
             metadata = encode_partition_time(partition_time if partition_time >= 0 else NOT_KNOWN)
             offsets.append(TopicPartition(topic, partition, next_offset, metadata=metadata))

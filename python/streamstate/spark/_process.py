@@ -21,6 +21,7 @@ changelog write rows instead of producing: Spark's Kafka sink produces them.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,9 +36,10 @@ from streamstate.app.context import (
     ReadOnlyStoreView,
     call_processor,
 )
+from streamstate.app.task_idling import may_process
 from streamstate.app.topology import Topology
-from streamstate.clients.config import GLOBAL_CONSUMER_PREFIX
-from streamstate.errors import StreamsError, TopologyError
+from streamstate.clients.config import CONSUMER_PREFIX, GLOBAL_CONSUMER_PREFIX
+from streamstate.errors import StreamsError
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import NOT_KNOWN, TopicPartition
 from streamstate.serde import BytesDeserializer
@@ -51,6 +53,7 @@ from streamstate.spark._chunks import (
     unpack_chunks,
 )
 from streamstate.spark._global_stores import GlobalStoreCopies
+from streamstate.spark._idling import EndOffsets, encode_held, held_batch, read_held
 from streamstate.spark._metrics import DEFAULT, DROP_REASONS, observe_drops, resolve_observation
 from streamstate.spark._pyspark_compat import quiet_pandas3_warning
 from streamstate.stores import InMemoryKeyValueStore, process_next
@@ -68,6 +71,7 @@ OUTPUT_DDL = (
 # A task's state: its stores' entries (an Arrow IPC stream of store, key, value) and, per source
 # partition, the record queue's carried state (JSON).
 STATE_DDL = "stores binary, queues string"
+_IDLING_FIELDS = ("position", "lagging", "held", "held_from", "idle_deadline")
 _SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 _OUT_DDL = "chunk binary, " + ", ".join(f"{reason} bigint" for reason in DROP_REASONS)
 _ENTRIES = pa.schema([("store", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
@@ -144,6 +148,15 @@ class _QueueState:
     partition_time: int = NOT_KNOWN
     last_offset: int = -1
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
+    # KIP-695 (see ``_idling``): how far the source has read the partition (None: not known
+    # yet), its [position, end offset] when it last had lag, the records held for the next
+    # micro-batch (their source rows, stamped) and the first held offset, and when the wait
+    # for this empty partition ends (wall clock, ms).
+    position: int | None = None
+    lagging: list[int] | None = None
+    held: str | None = None
+    held_from: int | None = None
+    idle_deadline: float | None = None
 
 
 @dataclass
@@ -166,7 +179,14 @@ class _TaskState:
                 entries[name] = rows.to_batches()[0] if rows.num_rows else rows
         carried = {
             (q["topic"], q["partition"]): _QueueState(
-                q["partition_time"], q["last_offset"], dict(q["dropped"])
+                q["partition_time"],
+                q["last_offset"],
+                dict(q["dropped"]),
+                q.get("position"),
+                q.get("lagging"),
+                q.get("held"),
+                q.get("held_from"),
+                q.get("idle_deadline"),
             )
             for q in json.loads(queues or "[]")
         }
@@ -199,6 +219,11 @@ class _TaskState:
                 "partition_time": q.partition_time,
                 "last_offset": q.last_offset,
                 "dropped": q.dropped,
+                **{
+                    name: getattr(q, name)
+                    for name in _IDLING_FIELDS
+                    if getattr(q, name) is not None
+                },
             }
             for (topic, partition), q in sorted(queues.items())
         ]
@@ -270,8 +295,18 @@ class _Task:
             if q.partition_time != NOT_KNOWN:
                 group.set_partition_time(tp, q.partition_time)
         by_key = {(tp.topic, tp.partition): tp for tp in queues}
+        # Records held by the last micro-batch (KIP-695) come first, already stamped.
+        rows_of: dict[tuple[str, int], list[Any]] = {}
+        for held_tp, q in queue_states.items():
+            held = read_held(q.held)
+            if held:
+                rows_of[held_tp] = list(held)
+                for batch in held:
+                    group.add_raw_records(by_key[held_tp], batch)
+            q.held = q.held_from = None
         for (topic, partition), batches in records.items():
             q = queue_states[(topic, partition)]
+            rows_of.setdefault((topic, partition), []).extend(batches)
             first = pc.min(batches[0].column("offset")).as_py()
             if first <= q.last_offset:
                 raise StreamsError(
@@ -285,7 +320,16 @@ class _Task:
                 group.add_raw_records(by_key[(topic, partition)], batch)
             q.last_offset = pc.max(batches[-1].column("offset")).as_py()
 
-        _run_processor(node.function, ctx, group)
+        ready = self._idling(task_id, queues, queue_states, records) if len(queues) > 1 else None
+        _run_processor(node.function, ctx, group, ready)
+        for tp, queue in queues.items():
+            if queue.size():
+                key = (tp.topic, tp.partition)
+                batch = held_batch(rows_of[key], queue.poll_batch())
+                if batch is not None:
+                    q = queue_states[key]
+                    q.held = encode_held(batch)
+                    q.held_from = pc.min(batch.column("offset")).as_py()
 
         before = {tp: dict(q.dropped) for tp, q in queue_states.items()}
         for tp, queue in queues.items():
@@ -308,6 +352,52 @@ class _Task:
                 )
             ]
         yield pd.DataFrame(row)
+
+    def _idling(
+        self,
+        task_id: int,
+        queues: Mapping[TopicPartition, RecordQueue],
+        queue_states: Mapping[tuple[str, int], _QueueState],
+        records: Mapping[tuple[str, int], Any],
+    ) -> Callable[[], bool] | None:
+        """KIP-695's readiness check for this micro-batch (``None``: never wait), with each
+        partition's lag read from the broker now (see ``_idling``)."""
+        idle_ms = self.config.max_task_idle_ms
+        if idle_ms < 0:
+            return None
+        ends = EndOffsets.for_servers(
+            self.config.bootstrap_servers, self.config.overrides.get(CONSUMER_PREFIX, {})
+        )
+        lags: dict[TopicPartition, int] = {}
+        for tp in queues:
+            key = (tp.topic, tp.partition)
+            q = queue_states[key]
+            end = ends.end_offset(tp.topic, tp.partition)
+            if q.last_offset >= 0:
+                q.position = max(q.position or 0, q.last_offset + 1)
+            elif q.position is None:
+                q.position = end  # where Spark started it is not known: wait for what comes
+            lag = max(0, end - q.position)
+            if lag and key not in records and q.lagging == [q.position, end]:
+                # A whole micro-batch read past the position and brought nothing: offsets no
+                # consumer returns (transaction markers, aborted records).
+                q.position, lag = end, 0
+            q.lagging = [q.position, end] if lag else None
+            lags[tp] = lag
+        deadlines = {
+            tp: q.idle_deadline
+            for tp in queues
+            if (q := queue_states[(tp.topic, tp.partition)]).idle_deadline is not None
+        }
+
+        def ready() -> bool:
+            buffered = {tp: queue.size() for tp, queue in queues.items()}
+            ok = may_process(buffered, lags, deadlines, _wall_clock_ms, idle_ms)
+            for tp in queues:
+                queue_states[(tp.topic, tp.partition)].idle_deadline = deadlines.get(tp)
+            return ok
+
+        return ready
 
     def _queues(
         self, node: Any, task_id: int, records: Mapping[tuple[str, int], Any]
@@ -341,13 +431,25 @@ def _ignore(err: Any, msg: Any) -> None:
     """Delivery reports of changelog rows never come: the sink delivers them."""
 
 
+def _wall_clock_ms() -> float:
+    return time.time() * 1000.0
+
+
 def _run_processor(
-    function: Callable[[Any, Any], None], ctx: ProcessorContext, group: PartitionGroup
+    function: Callable[[Any, Any], None],
+    ctx: ProcessorContext,
+    group: PartitionGroup,
+    ready: Callable[[], bool] | None = None,
 ) -> None:
-    """Hands every buffered record to ``function`` in timestamp order, as ``StreamTask.process``
-    does once every partition is buffered (errors name the record)."""
-    while (picked := group.next_record()) is not None:
-        call_processor(function, ctx, picked[0])
+    """Hands the buffered records to ``function`` in timestamp order, as ``StreamTask.process``
+    does (errors name the record): all of them, or with ``ready`` (KIP-695) as long as it
+    allows, asked again each time a partition runs dry."""
+    go = group.num_buffered() > 0 and (ready is None or ready())
+    while go and (picked := group.next_record()) is not None:
+        record, queue = picked
+        call_processor(function, ctx, record)
+        if ready is not None and not queue.size():
+            go = group.num_buffered() > 0 and ready()
 
 
 def process(
@@ -376,25 +478,27 @@ def process(
     start of every micro-batch. ``observe`` reports dropped records as ``stamp`` does. A
     streaming query must use the ``append`` output mode. See ``docs/spark-streaming.md``.
     """
+    task: Any
     if topology.is_graph:
-        raise TopologyError(
-            "streamstate.spark.process runs a one-function topology (@topology.processor); "
-            "processor graphs (add_source/add_processor/add_repartition) run in a StreamsApp"
-        )
+        from streamstate.spark._graph import graph_task
+
+        # A processor graph (the DSL's): what Spark cannot run is refused here (_graph.py).
+        task = graph_task(topology, config, changelog)
     cfg = StreamsConfig.from_mapping(config)
-    node = topology.node()
     missing = [c for c in _SOURCE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(
             f"process() needs Spark's Kafka source columns; missing {missing} in {df.columns}"
         )
     observation = resolve_observation(observe, df.isStreaming)
-    global_topics = {
-        name: spec.topic for name, spec in topology.global_stores.items() if name in node.stores
-    }
     if changelog and any(spec.logged for spec in topology.stores.values()):
         _create_changelog_topics(topology, config)
-    task = _Task(topology, cfg, changelog, global_topics)
+    if not topology.is_graph:
+        node = topology.node()
+        global_topics = {
+            name: spec.topic for name, spec in topology.global_stores.items() if name in node.stores
+        }
+        task = _Task(topology, cfg, changelog, global_topics)
 
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import StructType, _parse_datatype_string

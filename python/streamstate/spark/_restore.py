@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +63,8 @@ class _Job:
     name: str
     eos: bool
     fetch: str | None = None
+    # The connection settings (security.protocol, sasl.*, ssl.*) of every client.
+    connection: tuple[tuple[str, Any], ...] = ()
 
 
 def restore_changelogs(
@@ -76,6 +78,7 @@ def restore_changelogs(
     eos: bool = False,
     feed: str = "consumer",
     fetch: str | None = None,
+    client_config: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Restores the partitions of changelog ``topic`` (default: all) into
     ``state_dir/NAME/<partition>/`` in parallel, one Spark task per partition.
@@ -86,14 +89,30 @@ def restore_changelogs(
     job with the task's error (a ``ProcessorStateError`` naming the partition, for instance).
     ``fetch`` chooses the read path of ``feed="consumer"`` (``"rust"``, the default, or
     ``"confluent"``; see :func:`~streamstate.clients.restore_consumer.open_restore_consumer`).
+    ``client_config`` (e.g. the app's config) gives the connection settings of a secured
+    cluster (``security.protocol``, ``sasl.*``, ``ssl.*``) to every client the restore opens:
+    the metadata lookup, the restore consumers, and with ``feed="kafka_source"`` Spark's Kafka
+    source (SASL PLAIN/SCRAM and ``ssl.ca.location`` are translated to its options).
     """
+    from streamstate.clients.config import connection_settings
     from streamstate.state.topic_restore import select_partitions
 
     if feed not in _FEEDS:
         raise ValueError(f"feed must be one of {_FEEDS}, not {feed!r}")
     name = store_name or topic
-    wanted = select_partitions(bootstrap_servers, topic, partitions)
-    job = _Job(bootstrap_servers, topic, str(Path(state_dir).absolute()), name, eos, fetch)
+    connection = connection_settings(client_config or {})
+    if feed == "kafka_source":
+        _source_options(connection)  # refused before anything is read
+    wanted = select_partitions(bootstrap_servers, topic, partitions, client_config=connection)
+    job = _Job(
+        bootstrap_servers,
+        topic,
+        str(Path(state_dir).absolute()),
+        name,
+        eos,
+        fetch,
+        tuple(sorted(connection.items())),
+    )
     rows = (_by_consumer if feed == "consumer" else _by_kafka_source)(spark, job, wanted)
     return sorted(rows, key=lambda r: int(r["partition"]))
 
@@ -111,6 +130,7 @@ def _by_consumer(spark: SparkSession, job: _Job, wanted: list[int]) -> list[dict
                 partitions=[partition],
                 eos=job.eos,
                 fetch=job.fetch,
+                consumer_config=dict(job.connection),
                 # One Spark task, one partition, one core: the fetcher needs no more threads.
                 parallelism=1,
             ):
@@ -135,6 +155,7 @@ def _by_kafka_source(spark: SparkSession, job: _Job, wanted: list[int]) -> list[
     df = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", job.bootstrap_servers)
+        .options(**_source_options(dict(job.connection)))
         .option("assign", json.dumps({topic: sorted(to_read)}))
         .option("startingOffsets", offsets(0))
         .option("endingOffsets", offsets(1))
@@ -196,6 +217,35 @@ def _by_kafka_source(spark: SparkSession, job: _Job, wanted: list[int]) -> list[
     return list(results.values())
 
 
+def _source_options(connection: Mapping[str, Any]) -> dict[str, str]:
+    """librdkafka connection settings as options of Spark's (Java) Kafka source."""
+    options: dict[str, str] = {}
+    rest = dict(connection)
+    if "security.protocol" in rest:
+        options["kafka.security.protocol"] = str(rest.pop("security.protocol")).upper()
+    mechanism = rest.pop("sasl.mechanisms", rest.pop("sasl.mechanism", None))
+    username, password = rest.pop("sasl.username", None), rest.pop("sasl.password", None)
+    if mechanism is not None:
+        options["kafka.sasl.mechanism"] = str(mechanism)
+    if username is not None:
+        module = {"PLAIN": "plain.PlainLoginModule"}.get(
+            str(mechanism or "PLAIN"), "scram.ScramLoginModule"
+        )
+        options["kafka.sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.{module} required "
+            f'username="{username}" password="{password}";'
+        )
+    if "ssl.ca.location" in rest:
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.location"] = str(rest.pop("ssl.ca.location"))
+    if rest:
+        raise ValueError(
+            f"feed='kafka_source' cannot pass {sorted(rest)} to Spark's Kafka source; use "
+            f"feed='consumer', which takes every librdkafka setting"
+        )
+    return options
+
+
 def _row(partition: int, start: int, end: int, restored: int, seconds: float) -> dict[str, Any]:
     return {
         "partition": partition,
@@ -217,7 +267,9 @@ def _plan(job: _Job, wanted: list[int]) -> dict[int, tuple[int, int]]:
     from streamstate.state.stores import PersistentKeyValueStore, wipe_store
     from streamstate.state.topic_restore import CHECKPOINT_FILE, read_checkpoint, store_directory
 
-    consumer = Consumer(restore_consumer_config(job.bootstrap_servers, eos=job.eos))
+    consumer = Consumer(
+        restore_consumer_config(job.bootstrap_servers, eos=job.eos, **dict(job.connection))
+    )
     plan: dict[int, tuple[int, int]] = {}
     try:
         for p in wanted:
