@@ -28,6 +28,13 @@ const FORCED: [(&str, &str); 4] = [
     ("check.crcs", "true"),
 ];
 
+/// Settings the fetcher starts from, which the caller's override. Each worker's librdkafka
+/// queue prefetches up to `queued.max.messages.kbytes` of records (64 MiB by default, counted
+/// without librdkafka's ~200 bytes per message, so several times that for small records): a
+/// restore applies records as fast as it can and gains nothing from a deep queue, but it was
+/// a third of the peak RSS (`docs/PERFORMANCE.md`, the restore section).
+const DEFAULTS: [(&str, &str); 1] = [("queued.max.messages.kbytes", "16384")];
+
 /// A setting librdkafka as built here refuses: the caller must read with another client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnsupportedSetting {
@@ -251,10 +258,13 @@ pub(crate) struct Consumer {
 }
 
 impl Consumer {
-    /// Creates a consumer with `settings` and the fetcher's own (`FORCED`); a setting
-    /// librdkafka refuses is reported by name.
+    /// Creates a consumer with `settings` over `DEFAULTS`, and the fetcher's own (`FORCED`); a
+    /// setting librdkafka refuses is reported by name.
     pub(crate) fn new(settings: &Settings) -> Result<Consumer, UnsupportedSetting> {
         let mut config = ClientConfig::new();
+        for (k, v) in DEFAULTS {
+            config.set(k, v);
+        }
         for (k, v) in settings {
             config.set(k, v);
         }

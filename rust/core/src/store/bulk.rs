@@ -19,7 +19,15 @@
 //! whether or not the store had data: fjall itself ingests tombstones into its non-empty meta
 //! keyspace.
 //!
-//! Memory is bounded: at most [`BULK_BYTES`] of keys and values wait per store.
+//! Memory is bounded by one budget for the whole process, not by a buffer per store: an
+//! application restores a store per partition at once, and a fixed buffer per store made the
+//! peak grow with the partitions (8 stores x 32 MiB of keys and values, twice that with the
+//! allocations around each record, was most of a 1.3 GB peak). A store writes its run when it
+//! holds [`BULK_BYTES`], or when all stores together hold [`TOTAL_BYTES`] and it holds at least
+//! [`MIN_INGEST_BYTES`]; so at most `TOTAL_BYTES` (plus `MIN_INGEST_BYTES` per store below it)
+//! wait, whatever the number of stores and the length of the changelog.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fjall::Keyspace;
 
@@ -34,20 +42,46 @@ pub(super) const BULK_BYTES: usize = 32 * 1024 * 1024;
 /// per tiny run would cost more (files, fsyncs, a version, compaction) than the memtable.
 pub(super) const MIN_INGEST_BYTES: usize = 1024 * 1024;
 
+/// What all the stores of the process may hold waiting, together (see the module's docs).
+pub(super) const TOTAL_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes counted for each waiting write besides its key and value: the write's own 48 bytes
+/// and the allocator's share of its two buffers. Without it a changelog of small values held
+/// twice what it was counted as.
+pub(super) const OP_OVERHEAD: usize = 64;
+
+/// Bytes waiting in every store of the process (the sum of their [`Pending::bytes`]).
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
 /// Restore writes waiting to be written, in the order they were made.
-#[derive(Default)]
 pub(super) struct Pending {
     ops: Vec<WriteOp>,
+    /// Key and value bytes plus [`OP_OVERHEAD`] per write; counted in `waiting` too.
     bytes: usize,
+    /// The bytes waiting in all the stores: [`WAITING`] (a test's own counter in tests, which
+    /// run in parallel).
+    waiting: &'static AtomicUsize,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            ops: Vec::new(),
+            bytes: 0,
+            waiting: &WAITING,
+        }
+    }
 }
 
 impl Pending {
     /// Adds writes (in changelog order) after those already waiting.
     pub(super) fn push(&mut self, ops: Vec<WriteOp>) {
-        self.bytes += ops
+        let bytes = ops
             .iter()
-            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .map(|(k, v)| OP_OVERHEAD + k.len() + v.as_ref().map_or(0, Vec::len))
             .sum::<usize>();
+        self.bytes += bytes;
+        self.waiting.fetch_add(bytes, Ordering::Relaxed);
         if self.ops.is_empty() {
             self.ops = ops;
         } else {
@@ -55,19 +89,31 @@ impl Pending {
         }
     }
 
-    /// Whether enough is waiting to be written as a run now.
+    /// Whether enough is waiting to be written as a run now: a full run of this store, or a
+    /// run worth a table while the stores together are at their budget.
     pub(super) fn is_full(&self) -> bool {
         self.bytes >= BULK_BYTES
+            || (self.bytes >= MIN_INGEST_BYTES
+                && self.waiting.load(Ordering::Relaxed) >= TOTAL_BYTES)
     }
 
     pub(super) fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
 
-    /// Takes everything waiting: the writes and their key and value bytes.
+    /// Takes everything waiting: the writes and their bytes as counted.
     pub(super) fn take(&mut self) -> (Vec<WriteOp>, usize) {
         let bytes = std::mem::take(&mut self.bytes);
+        self.waiting.fetch_sub(bytes, Ordering::Relaxed);
         (std::mem::take(&mut self.ops), bytes)
+    }
+}
+
+impl Drop for Pending {
+    /// A store closed or dropped with writes waiting (they are lost, as the checkpoint that
+    /// would name them is never written) gives their share of the budget back.
+    fn drop(&mut self) {
+        self.waiting.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -192,7 +238,61 @@ mod tests {
         p.push(vec![op("ab", Some("cde")), op("f", None)]);
         p.push(vec![op("g", Some("h"))]);
         let (ops, bytes) = p.take();
-        assert_eq!((ops.len(), bytes), (3, 8));
+        assert_eq!((ops.len(), bytes), (3, 8 + 3 * OP_OVERHEAD));
         assert!(p.is_empty() && !p.is_full());
+    }
+
+    /// Pushes `bytes` (as counted) of one-byte-key writes.
+    fn fill(p: &mut Pending, bytes: usize) {
+        let value = vec![0u8; 4096 - OP_OVERHEAD - 1];
+        p.push(
+            (0..bytes / 4096)
+                .map(|_| (b"k".to_vec(), Some(value.clone())))
+                .collect(),
+        );
+    }
+
+    #[test]
+    fn the_stores_share_one_budget() {
+        // A budget of its own: the stores of tests running alongside count in WAITING.
+        static BUDGET: AtomicUsize = AtomicUsize::new(0);
+        let mut stores: Vec<Pending> = (0..8)
+            .map(|_| Pending {
+                ops: Vec::new(),
+                bytes: 0,
+                waiting: &BUDGET,
+            })
+            .collect();
+        for p in &mut stores {
+            fill(p, MIN_INGEST_BYTES / 2);
+            assert!(
+                !p.is_full(),
+                "under MIN_INGEST_BYTES a store never writes a run"
+            );
+        }
+        let share = TOTAL_BYTES / stores.len();
+        assert!(
+            share < BULK_BYTES,
+            "the budget must bind before a store's own bound"
+        );
+        for p in &mut stores {
+            fill(p, share);
+        }
+        // Together they hold more than TOTAL_BYTES, though none holds BULK_BYTES: each is full.
+        assert!(stores.iter().all(Pending::is_full));
+        let held = BUDGET.load(Ordering::Relaxed);
+        assert!(held >= TOTAL_BYTES);
+        let (_, bytes) = stores[0].take();
+        assert!(bytes >= share && !stores[0].is_full());
+        assert_eq!(BUDGET.load(Ordering::Relaxed), held - bytes);
+        // Below the budget again, a store waits until it holds a run of its own.
+        for p in &mut stores[1..4] {
+            p.take();
+        }
+        assert!(BUDGET.load(Ordering::Relaxed) < TOTAL_BYTES);
+        assert!(!stores[4].is_full());
+        // Dropped with writes waiting (a store closed mid-restore), they give their bytes back.
+        drop(stores);
+        assert_eq!(BUDGET.load(Ordering::Relaxed), 0);
     }
 }
