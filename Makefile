@@ -136,8 +136,10 @@ test-spark-newest: build $(VENV_SPARK_NEWEST)/.deps ## the Spark suites on the n
 chaos-full: build ## the chaos scenarios at full size (a 1M-record backlog, 24 SIGKILLs; prints peak RSS)
 	STREAMSTATE_CHAOS_FULL=1 $(VENV)/bin/pytest tests/chaos -s -q
 
+# --durations: most of bench-quick's time is set-up (brokers, JVMs, Spark sessions, producing
+# inputs), which the benchmark tables do not show; CI's log then says where it goes.
 bench-quick: build kstreams $(VENV_QUIX)/.deps ## the benchmark suite on small inputs, printing the comparison tables
-	STREAMSTATE_BENCH_QUICK=1 $(VENV)/bin/pytest benches --benchmark-enable \
+	STREAMSTATE_BENCH_QUICK=1 $(VENV)/bin/pytest benches --durations=15 --benchmark-enable \
 	  --benchmark-warmup=off --benchmark-min-rounds=3 --benchmark-max-time=0.2 \
 	  --benchmark-columns=min,median,mean,rounds --benchmark-group-by=group --benchmark-sort=mean
 

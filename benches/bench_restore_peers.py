@@ -67,7 +67,8 @@ from confluent_kafka import Producer
 
 from streamstate.kafka_local import KafkaTestCluster
 
-ROUNDS = 3
+# Quick mode (CI) times one round per contender: each Kafka Streams round starts a JVM.
+ROUNDS = 1 if QUICK else 3
 STORE = "store"
 _CONTENDER = Path(__file__).resolve().parent / "_restore_contender.py"
 # Seconds any one round may take (10M records of 1 kB on a loaded 2-core machine).
