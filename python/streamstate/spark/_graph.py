@@ -37,9 +37,8 @@ from streamstate.app.topology import Topology
 from streamstate.errors import StreamsError, TopologyError
 from streamstate.processor.graph import TaskId
 from streamstate.records import NOT_KNOWN
-from streamstate.spark._chunks import batches_by_partition, ipc_bytes
-from streamstate.spark._metrics import DROP_REASONS
-from streamstate.spark._process import _OUTPUT, _fill, _QueueState, _Rows, _TaskState
+from streamstate.spark._chunks import batches_by_partition
+from streamstate.spark._process import _fill, _output_row, _QueueState, _Rows, _TaskState
 from streamstate.state.stores import InMemoryKeyValueStore
 
 __all__ = ["GraphTask", "graph_task"]
@@ -151,7 +150,6 @@ class GraphTask:
 
     def run(self, key: tuple[Any, ...], frames: Iterable[Any], state: Any) -> Iterator[Any]:
         """The ``applyInPandasWithState`` body for task ``0_<key[0]>``."""
-        import pandas as pd
 
         partition = int(key[0])
         carried = _TaskState.load(state)
@@ -221,18 +219,7 @@ class GraphTask:
             state.update(_TaskState.dump(kept, queue_states))
         finally:
             task.close()
-        out = rows.batch()
-        row: dict[str, list[Any]] = {
-            "chunk": [ipc_bytes([out], _OUTPUT).to_pybytes() if out.num_rows else None]
-        }
-        for reason in DROP_REASONS:
-            row[reason] = [
-                sum(
-                    q.dropped.get(reason, 0) - before[tp].get(reason, 0)
-                    for tp, q in queue_states.items()
-                )
-            ]
-        yield pd.DataFrame(row)
+        yield _output_row(rows, queue_states, before)
 
 
 class _NoChangelogRows(_Rows):

@@ -230,6 +230,27 @@ class _TaskState:
         return ipc_bytes([batch], _ENTRIES).to_pybytes(), json.dumps(carried)
 
 
+def _output_row(
+    rows: _Rows, queue_states: Mapping[Any, _QueueState], before: Mapping[Any, Any]
+) -> Any:
+    """A task's one output row of a micro-batch: its records as one Arrow IPC chunk (``None``
+    when there are none) and, per drop reason, the records dropped since ``before``."""
+    import pandas as pd
+
+    out = rows.batch()
+    row: dict[str, list[Any]] = {
+        "chunk": [ipc_bytes([out], _OUTPUT).to_pybytes() if out.num_rows else None]
+    }
+    for reason in DROP_REASONS:
+        row[reason] = [
+            sum(
+                q.dropped.get(reason, 0) - before[tp].get(reason, 0)
+                for tp, q in queue_states.items()
+            )
+        ]
+    return pd.DataFrame(row)
+
+
 def _fill(store: InMemoryKeyValueStore, entries: pa.RecordBatch | None) -> None:
     """Loads a store's entries in one Rust write batch."""
     if entries is None or entries.num_rows == 0:
@@ -257,7 +278,6 @@ class _Task:
 
     def run(self, key: tuple[Any, ...], frames: Iterable[Any], state: Any) -> Iterator[Any]:
         """The ``applyInPandasWithState`` body for task ``key[0]``."""
-        import pandas as pd
 
         task_id = int(key[0])
         node = self.topology.node()
@@ -340,18 +360,7 @@ class _Task:
         state.update(_TaskState.dump(stores, queue_states))
         for store in stores.values():
             store.close()
-        out = rows.batch()
-        row: dict[str, list[Any]] = {
-            "chunk": [ipc_bytes([out], _OUTPUT).to_pybytes() if out.num_rows else None]
-        }
-        for reason in DROP_REASONS:
-            row[reason] = [
-                sum(
-                    q.dropped.get(reason, 0) - before[tp].get(reason, 0)
-                    for tp, q in queue_states.items()
-                )
-            ]
-        yield pd.DataFrame(row)
+        yield _output_row(rows, queue_states, before)
 
     def _idling(
         self,
