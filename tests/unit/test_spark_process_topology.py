@@ -1,5 +1,6 @@
-"""``streamstate.spark.process`` runs the one-function form; a processor graph is refused with a
-``TopologyError`` that says where graphs run, before anything touches Spark."""
+"""``streamstate.spark.process`` runs the one-function form and graphs of one sub-topology; a
+graph Spark cannot run is refused with a ``TopologyError`` that says why, before anything
+touches Spark."""
 
 from __future__ import annotations
 
@@ -18,8 +19,15 @@ class Forward(Processor):
         pass
 
 
-def test_a_processor_graph_is_refused_naming_where_graphs_run() -> None:
-    topology = Topology().add_source("src", "clicks").add_processor("fwd", Forward, "src")
+def test_a_graph_of_two_sub_topologies_is_refused_naming_their_sources() -> None:
+    topology = (
+        Topology()
+        .add_source("a", "clicks")
+        .add_processor("fa", Forward, "a")
+        .add_source("b", "views")
+        .add_processor("fb", Forward, "b")
+    )
     config = {"application.id": "app", "bootstrap.servers": "127.0.0.1:9"}
-    with pytest.raises(TopologyError, match=r"processor graphs .* run in a StreamsApp"):
+    # df is None: the refusal must come before process() looks at the DataFrame.
+    with pytest.raises(TopologyError, match=r"2 sub-topologies .*clicks.*views"):
         process(cast(Any, None), topology, config)
