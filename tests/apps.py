@@ -121,6 +121,31 @@ def wait_until(
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def member_owning_task_0_0(kafka: KafkaTestCluster, group: str, topic: str) -> Any:
+    """A ``StreamsGroupMember`` of ``group`` (one sub-topology reading ``topic``) once the
+    broker has given it task ``0_0``."""
+    from streamstate.app.streams_group import (  # noqa: PLC0415 - only the protocol tests
+        StreamsGroupMember,
+        StreamsGroupTopology,
+        Subtopology,
+        TaskId,
+        Tasks,
+    )
+
+    member = StreamsGroupMember(
+        kafka.bootstrap_servers, group, StreamsGroupTopology((Subtopology("0", (topic,)),))
+    )
+    owned = Tasks()
+
+    def joined() -> bool:
+        nonlocal owned
+        owned = member.heartbeat(owned).target
+        return bool(owned.active == {TaskId("0", 0)})
+
+    wait_until(joined, "the member's task", interval=0.2)
+    return member
+
+
 def start_app_child(imports: str, topology: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
     """Starts a ``StreamsApp`` in a child process, which runs until it is killed: ``topology``
     is a Python expression building its topology (``imports``: the import lines it needs),

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from tests.apps import start_app_child, wait_until
+from tests.apps import member_owning_task_0_0, start_app_child, wait_until
 from tests.integration.test_exactly_once import (
     assert_exact,
     counting_topology,
@@ -29,13 +29,6 @@ from tests.integration.test_exactly_once import (
 )
 
 from streamstate.app import StreamsApp
-from streamstate.app.streams_group import (
-    StreamsGroupMember,
-    StreamsGroupTopology,
-    Subtopology,
-    TaskId,
-    Tasks,
-)
 from streamstate.app.streams_transaction import (
     decode_group_metadata,
     encode_group_metadata,
@@ -55,17 +48,7 @@ def test_the_broker_takes_the_members_transactional_commit_and_refuses_a_stale_e
 ) -> None:
     topic = kafka.create_topic(partitions=1)
     group = f"sx-probe-{uuid.uuid4().hex[:8]}"
-    member = StreamsGroupMember(
-        kafka.bootstrap_servers, group, StreamsGroupTopology((Subtopology("0", (topic,)),))
-    )
-    owned = Tasks()
-
-    def joined() -> bool:
-        nonlocal owned
-        owned = member.heartbeat(owned).target
-        return owned.active == {TaskId("0", 0)}
-
-    wait_until(joined, "the member's task", interval=0.2)
+    member = member_owning_task_0_0(kafka, group, topic)
     producer = Producer(
         {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"t-{group}"}
     )
@@ -117,17 +100,7 @@ def test_a_pending_transactions_offsets_are_waited_for_before_they_are_read(
 ) -> None:
     topic = kafka.create_topic(partitions=1)
     group = f"sx-stable-{uuid.uuid4().hex[:8]}"
-    member = StreamsGroupMember(
-        kafka.bootstrap_servers, group, StreamsGroupTopology((Subtopology("0", (topic,)),))
-    )
-    owned = Tasks()
-
-    def joined() -> bool:
-        nonlocal owned
-        owned = member.heartbeat(owned).target
-        return owned.active == {TaskId("0", 0)}
-
-    wait_until(joined, "the member's task", interval=0.2)
+    member = member_owning_task_0_0(kafka, group, topic)
     producer = Producer(
         {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"t-{group}"}
     )

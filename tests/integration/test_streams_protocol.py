@@ -18,18 +18,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from tests.apps import start_app_child, wait_until
+from tests.apps import member_owning_task_0_0, start_app_child, wait_until
 from tests.integration.test_streams_app import new_app
 
 from streamstate import Serdes, State, StreamsApp, StreamsBuilder
 from streamstate.app.key_metadata import HostInfo, default_partition, murmur2
-from streamstate.app.streams_group import (
-    StreamsGroupMember,
-    StreamsGroupTopology,
-    Subtopology,
-    TaskId,
-    Tasks,
-)
 from streamstate.app.streams_membership import CommitOutcome, StreamsMembership
 from streamstate.app.task import decode_partition_time, encode_partition_time
 from streamstate.errors import (
@@ -92,17 +85,7 @@ def test_librdkafka_cannot_commit_for_a_streams_member_so_the_member_commits_its
 ) -> None:
     topic = kafka.create_topic(partitions=1)
     group = f"sp-probe-{uuid.uuid4().hex[:8]}"
-    member = StreamsGroupMember(
-        kafka.bootstrap_servers, group, StreamsGroupTopology((Subtopology("0", (topic,)),))
-    )
-    owned = Tasks()
-
-    def joined() -> bool:
-        nonlocal owned
-        owned = member.heartbeat(owned).target
-        return owned.active == {TaskId("0", 0)}
-
-    wait_until(joined, "the member's task", interval=0.2)
+    member = member_owning_task_0_0(kafka, group, topic)
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
     try:
         consumer.assign([KafkaTopicPartition(topic, 0)])
