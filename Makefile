@@ -92,6 +92,10 @@ lint: $(VENV)/.deps ## rustfmt, clippy, ruff, mypy
 	$(VENV)/bin/ruff check python tests benches
 	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy
+	@# pytest imports test modules by basename (no __init__.py): two files of one name in different
+	@# folders stop the whole collection, as a CI run once did (tests/unit and tests/spark).
+	@dups="$$(find tests benches -name '*.py' ! -name conftest.py -printf '%f\n' | sort | uniq -d)"; \
+	  test -z "$$dups" || { echo "test modules sharing a basename: $$dups"; exit 1; }
 
 # streamstate-core's tests include the short form of `make fuzz` (rust/core/tests/fuzz.rs, 10,000
 # payloads per target, in a debug build: overflow checks and debug assertions on).
