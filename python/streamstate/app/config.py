@@ -62,6 +62,7 @@ _KNOWN = {
     "group.protocol",
     "application.server",
     "num.standby.replicas",
+    "python.gc.freeze",
 }
 DEFAULT_STATE_CLEANUP_DELAY_MS = 600_000
 """``state.cleanup.delay.ms``'s default (Kafka's): ten minutes."""
@@ -86,7 +87,10 @@ class StreamsConfig:
     (Kafka 4.2+, KIP-1034) names the dead-letter topic (``app/dead_letter_queue.py``).
     ``group.protocol`` is ``classic`` (the default) or ``streams`` (KIP-1071:
     ``docs/rebalancing.md``); ``application.server`` (``host:port``) is this instance's
-    endpoint, shared with the group under the streams protocol.
+    endpoint, shared with the group under the streams protocol. ``python.gc.freeze``
+    (``True`` by default; not Kafka's) freezes Python's heap as the client starts, so that the
+    cyclic collector's full collections during processing skip it
+    (``app/garbage_collection.py``).
     """
 
     application_id: str
@@ -120,6 +124,8 @@ class StreamsConfig:
     application_server: str | None = None
     # Standby replicas per stateful task: group.protocol=streams only (docs/rebalancing.md).
     num_standby_replicas: int | None = None
+    # Not Kafka's: gc.freeze() of the heap at start (app/garbage_collection.py).
+    python_gc_freeze: bool = True
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -219,6 +225,7 @@ class StreamsConfig:
             group_protocol=_group_protocol(config),
             application_server=_application_server(config),
             num_standby_replicas=_standby_replicas(config),
+            python_gc_freeze=_flag(config, "python.gc.freeze", True),
         )
 
     @property
@@ -271,6 +278,15 @@ def _renamed(config: Mapping[str, Any], name: str, default: Any) -> Any:
     if name in config:
         return config[name]
     return config.get(old, default)
+
+
+def _flag(config: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = config.get(name, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"{name} must be true or false, not {value!r}")
 
 
 def _group_protocol(config: Mapping[str, Any]) -> str:

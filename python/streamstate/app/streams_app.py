@@ -14,6 +14,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamstate.app.config import StreamsConfig
+from streamstate.app.garbage_collection import FreezeHold
 from streamstate.app.global_thread import GlobalStreamThread
 from streamstate.app.handlers import StreamThreadExceptionResponse
 from streamstate.app.internal_topics import (
@@ -115,6 +116,7 @@ class StreamsApp:
         self._machine = StateMachine(self.config.client_id)
         self._threads: list[StreamThread] = []
         self._global: GlobalStreamThread | None = None
+        self._gc_freeze = FreezeHold()
         self._lock = threading.RLock()
         self._global_stores: dict[str, Any] = {}
         self._directory_lock = StateDirectoryLock(self.config.app_dir())
@@ -225,6 +227,8 @@ class StreamsApp:
             name=f"{self.config.client_id}-CleanupThread",
         )
         self._cleaner.start()
+        if self.config.python_gc_freeze:
+            self._gc_freeze.acquire()
         if self._global is not None:
             self._global.start()
         for thread in self._threads:
@@ -411,7 +415,10 @@ class StreamsApp:
             return True
         if state in (State.PENDING_ERROR, State.ERROR):
             _log.info("stream-client [%s] is in %s; closing", self.config.client_id, state.value)
-            return self._join(timeout)
+            done = self._join(timeout)
+            if done:
+                self._gc_freeze.release()
+            return done
         if state is State.NOT_RUNNING:
             return True
         self._machine.transition(State.PENDING_SHUTDOWN, only_from=_WORKING)
@@ -422,6 +429,7 @@ class StreamsApp:
         done = self._join(timeout)
         if done:
             self._stop_cleaner()
+            self._gc_freeze.release()
             self._directory_lock.release()
             self._machine.transition(
                 State.NOT_RUNNING, only_from=frozenset({State.PENDING_SHUTDOWN})
