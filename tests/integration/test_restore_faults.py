@@ -92,6 +92,8 @@ def test_a_wrong_sasl_password_is_a_clear_error(
     with pytest.raises(StreamsError) as caught:
         restore_topic(sasl, topic, tmp_path, consumer_config=config, stall_timeout_s=5)
     assert caught.value.topic == topic
+    # The refusal itself, reported at once, not a metadata timeout 30 s later.
+    assert "Authentication failed" in str(caught.value), str(caught.value)
 
 
 def test_tls_settings_reach_the_restore_consumer(

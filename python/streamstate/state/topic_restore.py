@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from streamstate._core import ChangelogFetcher
 from streamstate.clients.config import admin_config, connection_settings, restore_consumer_config
+from streamstate.clients.metadata import MetadataClient
 from streamstate.clients.restore_consumer import RestoreConsumer, open_restore_consumer
 from streamstate.errors import CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
@@ -110,9 +110,9 @@ def topic_partitions(
     # A metadata request naming a topic lets a broker with auto.create.topics.enable (Kafka's
     # default) create it: a restore must never create topics, so creation is disallowed here.
     settings["allow.auto.create.topics"] = False
-    admin = AdminClient(admin_config(bootstrap_servers, log_level=0, **settings))
+    client = MetadataClient(admin_config(bootstrap_servers, log_level=0, **settings))
     try:
-        metadata = admin.list_topics(topic=topic, timeout=timeout_s)
+        metadata = client.list_topics(timeout_s, topic=topic)
     except KafkaException as exc:
         raise StreamsError(
             f"could not read the metadata of topic {topic!r} from {bootstrap_servers}: "
