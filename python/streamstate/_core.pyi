@@ -442,6 +442,14 @@ class StreamsGroupMember:
         client_tags: list[tuple[str, str]] = ...,
         request_timeout_ms: int = 30000,
         security_protocol: str = ...,
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        ssl_ca_location: str | None = None,
+        ssl_certificate_location: str | None = None,
+        ssl_key_location: str | None = None,
+        ssl_key_password: str | None = None,
+        ssl_verify_hostname: bool = True,
     ) -> StreamsGroupMember: ...
     @property
     def member_id(self) -> str: ...

@@ -152,12 +152,38 @@ def test_a_member_with_a_stale_epoch_is_fenced_and_rejoins(kafka: KafkaTestClust
     assert m.member.member_epoch > 0
 
 
-def test_sasl_and_ssl_are_refused_until_supported() -> None:
-    with pytest.raises(StreamsError, match=r"PLAINTEXT only.*group.protocol=classic"):
-        StreamsGroupMember("127.0.0.1:1", "g", _topology("t"), security_protocol="SASL_SSL")
-    with pytest.raises(StreamsError, match=r"sasl\.mechanism is set.*group.protocol=classic"):
+def test_security_settings_are_checked_before_connecting() -> None:
+    with pytest.raises(StreamsError, match=r"must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"):
+        StreamsGroupMember("127.0.0.1:1", "g", _topology("t"), security_protocol="TLS")
+    with pytest.raises(StreamsError, match=r"ssl\.ca\.location \"/nonexistent/ca\.pem\""):
         StreamsGroupMember.from_config(
-            {"bootstrap.servers": "127.0.0.1:1", "application.id": "g", "sasl.mechanism": "PLAIN"},
+            {
+                "bootstrap.servers": "127.0.0.1:1",
+                "application.id": "g",
+                "security.protocol": "SSL",
+                "ssl.ca.location": "/nonexistent/ca.pem",
+            },
+            _topology("t"),
+            process_id="p",
+        )
+    with pytest.raises(StreamsError, match=r"SASL_PLAINTEXT needs sasl\.mechanism"):
+        StreamsGroupMember.from_config(
+            {
+                "bootstrap.servers": "127.0.0.1:1",
+                "application.id": "g",
+                "security.protocol": "SASL_PLAINTEXT",
+            },
+            _topology("t"),
+            process_id="p",
+        )
+    with pytest.raises(StreamsError, match=r"not \"GSSAPI\""):
+        StreamsGroupMember.from_config(
+            {
+                "bootstrap.servers": "127.0.0.1:1",
+                "application.id": "g",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "GSSAPI",
+            },
             _topology("t"),
             process_id="p",
         )

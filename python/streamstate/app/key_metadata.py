@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamstate.app.config import StreamsConfig
-from streamstate.app.streams_group import EndpointPartitions, StreamsGroupMember
+from streamstate.app.streams_group import (
+    EndpointPartitions,
+    SslSettings,
+    StreamsGroupMember,
+    sasl_settings,
+)
 from streamstate.app.task_assignment import group_topology
 from streamstate.app.topology import Topology
 from streamstate.clients.config import CONSUMER_PREFIX
@@ -178,13 +183,7 @@ def new_streams_member(
         suffix = f"-{index + 1}" if config.num_stream_threads > 1 else ""
         instance_id = f"{config.group_instance_id}{suffix}"
     overrides = config.overrides.get(CONSUMER_PREFIX, {})
-    secured = sorted(k for k in overrides if k.startswith(("sasl.", "ssl.")))
-    if secured:
-        raise StreamsError(
-            "group.protocol=streams supports security.protocol=PLAINTEXT only for now, but "
-            f"{', '.join(secured)} {'is' if len(secured) == 1 else 'are'} set: "
-            "set group.protocol=classic to use SASL or SSL"
-        )
+    mechanism, username, password = sasl_settings(overrides)
     return StreamsGroupMember(
         config.bootstrap_servers,
         config.application_id,
@@ -195,15 +194,24 @@ def new_streams_member(
         rebalance_timeout_ms=int(overrides.get("max.poll.interval.ms", 300_000)),
         application_server=config.application_server,
         security_protocol=str(overrides.get("security.protocol", "PLAINTEXT")),
+        sasl_mechanism=mechanism,
+        sasl_username=username,
+        sasl_password=password,
+        ssl=SslSettings.from_config(overrides),
     )
 
 
 def check_streams_broker(member: StreamsGroupMember) -> None:
     """Raises the member's :class:`StreamsError` when the broker lacks the streams rebalance
-    protocol (naming the broker and ``group.protocol=classic``); other answers (the group
-    does not exist yet, say) are fine here."""
+    protocol (naming the broker and ``group.protocol=classic``) or SASL authentication fails
+    (naming the mechanism and the broker's message); other answers (the group does not exist
+    yet, say) are fine here."""
     try:
         member.describe()
     except StreamsError as exc:
-        if "does not support the streams rebalance protocol" in str(exc):
+        # A wrong password (or a mechanism the listener lacks) will not heal: fail start().
+        text = str(exc)
+        if "does not support the streams rebalance protocol" in text or (
+            "SASL authentication with" in text or "TLS handshake with" in text
+        ):
             raise

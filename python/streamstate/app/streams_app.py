@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.garbage_collection import FreezeHold
@@ -48,7 +48,8 @@ from streamstate.app.streams_transaction import check_group_metadata_format
 from streamstate.app.task_assignment import subtopology_sources, subtopology_stores
 from streamstate.app.topology import Topology
 from streamstate.clients.config import admin_config
-from streamstate.clients.kafka_errors import error_text
+from streamstate.clients.kafka_errors import error_text, kafka_error
+from streamstate.clients.metadata import MetadataClient
 from streamstate.clients.rdkafka_log import RDKAFKA_LOG
 from streamstate.errors import StreamsError, StreamsNotStartedError, UnknownStateStoreError
 from streamstate.processor.repartition import REPARTITION_TOPIC_CONFIG, plan_internal_topics
@@ -311,13 +312,21 @@ class StreamsApp:
         servers = self.config.bootstrap_servers
         # librdkafka's lines go to logging, rate-limited: against a dead address it would
         # print a "Connection refused" line every few hundred ms until the timeout.
-        admin = AdminClient(
+        # A refused login comes as an error event, not as list_topics' error: MetadataClient
+        # watches for it, so that a wrong password fails start() at once, saying so.
+        client = MetadataClient(
             admin_config(servers, overrides=self.config.overrides, logger=RDKAFKA_LOG)
         )
+        admin = client.admin
         try:
-            metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+            metadata = client.list_topics(METADATA_TIMEOUT_S)
         except KafkaException as exc:
             admin.poll(0)  # hands librdkafka's queued lines to logging
+            error = kafka_error(exc)
+            if error is not None and error.code() == KafkaError._AUTHENTICATION:
+                raise StreamsError(
+                    f"authentication at bootstrap.servers={servers} failed: {error.str()}"
+                ) from exc
             raise StreamsError(
                 f"no Kafka broker answered at bootstrap.servers={servers} within "
                 f"{METADATA_TIMEOUT_S:.0f} s ({error_text(exc)}): check the address and that "

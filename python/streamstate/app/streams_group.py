@@ -12,8 +12,13 @@ The member does not own tasks: the caller reports the tasks it holds in every
 it). When ``lost`` is set the member was fenced: its tasks already belong to others, so close
 them without committing; the next heartbeat rejoins under the same member id.
 
-Only ``security.protocol=PLAINTEXT`` is supported for now; other settings raise a
-:class:`~streamstate.errors.StreamsError` that says to use ``group.protocol=classic``.
+``security.protocol`` may be ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``, with
+librdkafka's names: ``sasl.mechanism`` ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` with
+``sasl.username``/``sasl.password``; ``ssl.ca.location``, ``ssl.certificate.location``,
+``ssl.key.location``, ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
+(:class:`SslSettings`). A failed authentication or TLS handshake raises a
+:class:`~streamstate.errors.StreamsError` naming the mechanism (or TLS), the broker and its
+message at once, never retried.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "EndpointPartitions",
     "GroupStatus",
     "HeartbeatResult",
+    "SslSettings",
     "StreamsGroupDescription",
     "StreamsGroupMember",
     "StreamsGroupTopology",
@@ -179,6 +185,49 @@ def _task_list(tasks: Iterable[TaskId]) -> list[tuple[str, int]]:
     return [(t.subtopology_id, t.partition) for t in tasks]
 
 
+@dataclass(frozen=True)
+class SslSettings:
+    """The member's TLS settings, librdkafka's ``ssl.*`` names: the CA, the client certificate
+    and key for mutual TLS, and whether the broker's host name is checked."""
+
+    ca_location: str | None = None
+    certificate_location: str | None = None
+    key_location: str | None = None
+    key_password: str | None = None
+    verify_hostname: bool = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> SslSettings:
+        """From ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+        ``ssl.key.password`` and ``ssl.endpoint.identification.algorithm`` (``https``, the
+        default, or ``none``)."""
+
+        def get(key: str) -> str | None:
+            value = config.get(key)
+            return None if value is None else str(value)
+
+        algorithm = str(config.get("ssl.endpoint.identification.algorithm", "https"))
+        return cls(
+            get("ssl.ca.location"),
+            get("ssl.certificate.location"),
+            get("ssl.key.location"),
+            get("ssl.key.password"),
+            algorithm.lower() != "none",
+        )
+
+
+def sasl_settings(config: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(mechanism, username, password)`` from librdkafka's config names (``sasl.mechanism``,
+    or its alias ``sasl.mechanisms``; ``sasl.username``; ``sasl.password``)."""
+    values = (
+        config.get("sasl.mechanism", config.get("sasl.mechanisms")),
+        config.get("sasl.username"),
+        config.get("sasl.password"),
+    )
+    mechanism, username, password = (None if v is None else str(v) for v in values)
+    return mechanism, username, password
+
+
 def _parse_endpoint(server: str) -> tuple[str, int]:
     host, sep, port = server.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -208,7 +257,12 @@ class StreamsGroupMember:
         client_tags: Mapping[str, str] | None = None,
         request_timeout_ms: int = 30_000,
         security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        ssl: SslSettings | None = None,
     ) -> None:
+        ssl = ssl or SslSettings()
         subtopologies = [
             (
                 s.subtopology_id,
@@ -242,6 +296,14 @@ class StreamsGroupMember:
             client_tags=sorted((client_tags or {}).items()),
             request_timeout_ms=request_timeout_ms,
             security_protocol=security_protocol,
+            sasl_mechanism=sasl_mechanism,
+            sasl_username=sasl_username,
+            sasl_password=sasl_password,
+            ssl_ca_location=ssl.ca_location,
+            ssl_certificate_location=ssl.certificate_location,
+            ssl_key_location=ssl.key_location,
+            ssl_key_password=ssl.key_password,
+            ssl_verify_hostname=ssl.verify_hostname,
         )
 
     @classmethod
@@ -250,14 +312,10 @@ class StreamsGroupMember:
     ) -> StreamsGroupMember:
         """A member configured from Kafka Streams' config names (``bootstrap.servers``,
         ``application.id``, ``group.instance.id``, ``client.rack``, ``application.server``,
-        ``max.poll.interval.ms``, ``client.tag.*``, ``security.protocol``)."""
-        secured = sorted(k for k in config if k.startswith(("sasl.", "ssl.")))
-        if secured:
-            raise StreamsError(
-                "group.protocol=streams supports security.protocol=PLAINTEXT only for now, but "
-                f"{', '.join(secured)} {'is' if len(secured) == 1 else 'are'} set: "
-                "set group.protocol=classic to use SASL or SSL"
-            )
+        ``max.poll.interval.ms``, ``client.tag.*``, ``security.protocol``, and librdkafka's
+        ``sasl.mechanism`` (or ``sasl.mechanisms``), ``sasl.username``, ``sasl.password`` and
+        ``ssl.*`` settings of :class:`SslSettings`)."""
+        mechanism, username, password = sasl_settings(config)
         return cls(
             str(config["bootstrap.servers"]),
             str(config["application.id"]),
@@ -274,6 +332,10 @@ class StreamsGroupMember:
                 if k.startswith("client.tag.")
             },
             security_protocol=str(config.get("security.protocol", "PLAINTEXT")),
+            sasl_mechanism=mechanism,
+            sasl_username=username,
+            sasl_password=password,
+            ssl=SslSettings.from_config(config),
         )
 
     @property

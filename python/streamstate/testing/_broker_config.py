@@ -129,8 +129,15 @@ def _secure_settings(secure: SecureListeners) -> tuple[list[str], list[str]]:
     )
     listeners = [f"SASL_PLAINTEXT://{HOST}:{secure.sasl_port}", f"SSL://{HOST}:{secure.ssl_port}"]
     settings = [
-        "sasl.enabled.mechanisms=PLAIN",
+        # SCRAM users have no password here: tests create them with AdminClient
+        # (alter_user_scram_credentials) on the PLAINTEXT listener.
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_escape(jaas)}",
+        *(
+            f"listener.name.sasl_plaintext.{m}.sasl.jaas.config="
+            + _escape("org.apache.kafka.common.security.scram.ScramLoginModule required;")
+            for m in ("scram-sha-256", "scram-sha-512")
+        ),
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={_escape(str(secure.keystore))}",
         "ssl.client.auth=none",

@@ -17,7 +17,7 @@ pub enum GroupError {
     /// The broker lacks an API this client needs (the streams group protocol, or a version).
     #[error("{0}")]
     Unsupported(String),
-    /// A configuration this client cannot serve (e.g. SASL or SSL, not implemented yet).
+    /// A configuration this client cannot serve (e.g. SSL, not implemented yet).
     #[error("{0}")]
     Config(String),
     /// The broker answered with an error code.
@@ -31,6 +31,26 @@ pub enum GroupError {
         name: &'static str,
         /// The broker's error message, if it sent one.
         message: Option<String>,
+    },
+    /// The TLS handshake with a broker failed (an untrusted certificate, a host name that
+    /// does not match it, a refused client certificate).
+    #[error("TLS handshake with the broker at {broker} failed: {message}")]
+    Tls {
+        /// `host:port` of the broker.
+        broker: String,
+        /// OpenSSL's account of it.
+        message: String,
+    },
+    /// SASL authentication failed (a wrong password, an unknown user, a mechanism the listener
+    /// does not enable): never retried, since retrying cannot fix it.
+    #[error("SASL authentication with {mechanism} to the broker at {broker} failed: {message}")]
+    Authentication {
+        /// The SASL mechanism, e.g. `SCRAM-SHA-256`.
+        mechanism: &'static str,
+        /// `host:port` of the broker.
+        broker: String,
+        /// The broker's error message, or what the client found wrong.
+        message: String,
     },
     /// The member was asked to do something its state forbids (e.g. heartbeat after leaving).
     #[error("{0}")]
@@ -90,11 +110,15 @@ pub fn error_name(code: i16) -> &'static str {
         29 => "TOPIC_AUTHORIZATION_FAILED",
         30 => "GROUP_AUTHORIZATION_FAILED",
         31 => "CLUSTER_AUTHORIZATION_FAILED",
+        33 => "UNSUPPORTED_SASL_MECHANISM",
+        34 => "ILLEGAL_SASL_STATE",
         35 => "UNSUPPORTED_VERSION",
         42 => "INVALID_REQUEST",
+        58 => "SASL_AUTHENTICATION_FAILED",
         69 => "GROUP_ID_NOT_FOUND",
         81 => "GROUP_MAX_SIZE_REACHED",
         82 => "FENCED_INSTANCE_ID",
+        88 => "UNSTABLE_OFFSET_COMMIT",
         110 => "FENCED_MEMBER_EPOCH",
         111 => "UNRELEASED_INSTANCE_ID",
         113 => "STALE_MEMBER_EPOCH",

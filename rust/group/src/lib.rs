@@ -16,6 +16,9 @@ pub mod error;
 pub mod member;
 pub mod messages;
 pub mod offsets;
+pub mod sasl;
+pub mod scram;
+pub mod tls;
 pub mod transport;
 pub mod wire;
 
@@ -26,4 +29,6 @@ pub use messages::{
     StatusCode, Subtopology, TaskIds, TaskOffset, TopicInfo, TopicPartitions, Topology,
 };
 pub use offsets::PartitionOffset;
-pub use transport::{Connector, PlaintextConnector, Transport};
+pub use sasl::{SaslConnector, SaslMechanism};
+pub use tls::{TlsConfig, TlsConnector};
+pub use transport::{connector_for, Connector, PlaintextConnector, SaslConfig, Transport};

@@ -355,6 +355,8 @@ impl StreamsGroupMember {
                 }
                 // A broker without the protocol will not grow it: say so at once.
                 Err(e @ GroupError::Unsupported(_)) => return Err(e),
+                // Nor will a wrong password or a mechanism the listener lacks: fail fast.
+                Err(e @ GroupError::Authentication { .. }) => return Err(e),
                 Err(e) => last_err = Some(e),
             }
         }

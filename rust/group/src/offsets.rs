@@ -97,7 +97,8 @@ pub const OFFSET_FETCH: i16 = 9;
 /// which a streams group does not require of a fetch).
 pub const OFFSET_FETCH_VERSION: i16 = 8;
 
-/// `OffsetFetchRequest` v8 body: the committed offsets of `partitions` in `group_id`.
+/// `OffsetFetchRequest` v8 body: the committed offsets of `partitions` in `group_id`, stable
+/// ones only (`require_stable`).
 pub fn encode_offset_fetch_request(group_id: &str, partitions: &[(String, i32)]) -> Vec<u8> {
     let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
     for (topic, partition) in partitions {
@@ -116,8 +117,12 @@ pub fn encode_offset_fetch_request(group_id: &str, partitions: &[(String, i32)])
         });
         w.no_tagged_fields();
     });
-    // require_stable: at-least-once only, so pending transactional offsets need not wait.
-    w.bool(false);
+    // require_stable (v7+, KIP-447): under exactly_once_v2 a task must not start from an
+    // offset whose transaction is still pending; the broker answers UNSTABLE_OFFSET_COMMIT
+    // for such a partition, and the caller retries. Kafka's consumer asks it whenever it reads
+    // committed (Kafka Streams' read_committed); at-least-once has no pending offsets, so it
+    // costs nothing there.
+    w.bool(true);
     w.no_tagged_fields();
     w.into_bytes()
 }
@@ -241,7 +246,7 @@ mod tests {
             groups,
             vec![("g".to_owned(), Some(vec![("a".to_owned(), vec![0, 3])]))]
         );
-        assert!(!r.bool().unwrap());
+        assert!(r.bool().unwrap(), "require_stable must be set (KIP-447)");
         r.skip_tagged_fields().unwrap();
         assert_eq!(r.position(), body.len());
 

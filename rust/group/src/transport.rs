@@ -1,9 +1,8 @@
-//! Connections to brokers: a small [`Connector`] trait so that TLS and SASL can come later
-//! without touching the protocol code, and [`Connection`], which frames requests.
+//! Connections to brokers: a small [`Connector`] trait so that TLS and SASL sit below the
+//! protocol code, and [`Connection`], which frames requests.
 //!
-//! Only `PLAINTEXT` is implemented: the streams group protocol is new, and the first users run
-//! it against local and test clusters. Other security protocols are refused with a clear error
-//! rather than failing in the middle of a handshake.
+//! `PLAINTEXT`, `SSL` ([`crate::tls`], OpenSSL), `SASL_PLAINTEXT` and `SASL_SSL` (PLAIN,
+//! SCRAM-SHA-256/512, in [`crate::sasl`]).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -11,6 +10,8 @@ use std::time::Duration;
 
 use crate::error::GroupError;
 use crate::messages::{self, api, ApiVersions};
+use crate::sasl::{SaslConnector, SaslMechanism};
+use crate::tls::{TlsConfig, TlsConnector};
 
 /// A byte stream to a broker.
 pub trait Transport: Read + Write + Send {}
@@ -32,17 +33,63 @@ pub trait Connector: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PlaintextConnector;
 
-impl PlaintextConnector {
-    /// The connector for `security.protocol`; anything but `PLAINTEXT` is refused for now.
-    pub fn for_security_protocol(protocol: &str) -> Result<Self, GroupError> {
-        if protocol.eq_ignore_ascii_case("PLAINTEXT") {
-            Ok(PlaintextConnector)
-        } else {
-            Err(GroupError::Config(format!(
-                "group.protocol=streams supports security.protocol=PLAINTEXT only for now, not \
-                 {protocol}: set group.protocol=classic to use SASL or SSL"
-            )))
-        }
+fn refused(protocol: &str) -> GroupError {
+    GroupError::Config(format!(
+        "security.protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, not {protocol}"
+    ))
+}
+
+/// SASL settings: `sasl.mechanism`, `sasl.username`, `sasl.password`.
+#[derive(Clone, Default)]
+pub struct SaslConfig {
+    /// `sasl.mechanism` (librdkafka's default is `GSSAPI`, which this client lacks).
+    pub mechanism: Option<String>,
+    /// `sasl.username`.
+    pub username: Option<String>,
+    /// `sasl.password`.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for SaslConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslConfig")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The connector for `security.protocol` with the SASL and TLS settings.
+pub fn connector_for(
+    protocol: &str,
+    sasl: &SaslConfig,
+    tls: &TlsConfig,
+) -> Result<Box<dyn Connector>, GroupError> {
+    let protocol = protocol.trim().to_ascii_uppercase();
+    let sasl_over = |tls: Option<TlsConnector>| -> Result<Box<dyn Connector>, GroupError> {
+        let name = sasl.mechanism.as_deref().ok_or_else(|| {
+            GroupError::Config(format!(
+                "security.protocol={protocol} needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or \
+                 SCRAM-SHA-512)"
+            ))
+        })?;
+        let mechanism = SaslMechanism::parse(name)?;
+        let (Some(username), Some(password)) = (&sasl.username, &sasl.password) else {
+            return Err(GroupError::Config(format!(
+                "sasl.mechanism={} needs sasl.username and sasl.password",
+                mechanism.name()
+            )));
+        };
+        Ok(Box::new(SaslConnector::new(
+            tls, mechanism, username, password,
+        )))
+    };
+    match protocol.as_str() {
+        "PLAINTEXT" => Ok(Box::new(PlaintextConnector)),
+        "SSL" => Ok(Box::new(TlsConnector::new(tls)?)),
+        "SASL_PLAINTEXT" => sasl_over(None),
+        "SASL_SSL" => sasl_over(Some(TlsConnector::new(tls)?)),
+        _ => Err(refused(&protocol)),
     }
 }
 
@@ -53,28 +100,33 @@ impl Connector for PlaintextConnector {
         port: u16,
         timeout: Duration,
     ) -> Result<Box<dyn Transport>, GroupError> {
-        let broker = format!("{host}:{port}");
-        let io = |source| GroupError::Io {
-            broker: broker.clone(),
-            source,
-        };
-        let mut last = None;
-        for addr in (host, port).to_socket_addrs().map_err(io)? {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(stream) => {
-                    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-                    stream.set_write_timeout(Some(timeout)).map_err(io)?;
-                    // Heartbeats are small and latency-bound.
-                    stream.set_nodelay(true).map_err(io)?;
-                    return Ok(Box::new(stream));
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(io(last.unwrap_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
-        })))
+        Ok(Box::new(tcp_connect(host, port, timeout)?))
     }
+}
+
+/// A TCP connection to `host:port`, with `timeout` on connect, reads and writes.
+pub fn tcp_connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, GroupError> {
+    let broker = format!("{host}:{port}");
+    let io = |source| GroupError::Io {
+        broker: broker.clone(),
+        source,
+    };
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs().map_err(io)? {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(stream) => {
+                stream.set_read_timeout(Some(timeout)).map_err(io)?;
+                stream.set_write_timeout(Some(timeout)).map_err(io)?;
+                // Heartbeats are small and latency-bound.
+                stream.set_nodelay(true).map_err(io)?;
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(io(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
+    })))
 }
 
 /// Parses `host:port`.
@@ -222,11 +274,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plaintext_is_accepted() {
-        assert!(PlaintextConnector::for_security_protocol("plaintext").is_ok());
-        let err = PlaintextConnector::for_security_protocol("SASL_SSL").unwrap_err();
-        assert!(err.to_string().contains("PLAINTEXT only"), "{err}");
-        assert!(err.to_string().contains("group.protocol=classic"), "{err}");
+    fn security_protocols_are_chosen() {
+        let (none, tls) = (SaslConfig::default(), TlsConfig::default());
+        assert!(connector_for("PLAINTEXT", &none, &tls).is_ok());
+        assert!(connector_for("ssl", &none, &tls).is_ok());
+        let err = connector_for("SASL_SSL", &none, &tls).err().unwrap();
+        assert!(
+            err.to_string().contains("SASL_SSL needs sasl.mechanism"),
+            "{err}"
+        );
+        let err = connector_for("TLS", &none, &tls).err().unwrap();
+        assert!(err.to_string().contains("not TLS"), "{err}");
+        let err = connector_for("SASL_PLAINTEXT", &none, &tls).err().unwrap();
+        assert!(err.to_string().contains("sasl.mechanism"), "{err}");
+        let mut sasl = SaslConfig {
+            mechanism: Some("SCRAM-SHA-256".to_owned()),
+            username: Some("u".to_owned()),
+            ..SaslConfig::default()
+        };
+        let err = connector_for("sasl_plaintext", &sasl, &tls).err().unwrap();
+        assert!(err.to_string().contains("sasl.password"), "{err}");
+        sasl.password = Some("p".to_owned());
+        assert!(connector_for("sasl_plaintext", &sasl, &tls).is_ok());
+        assert!(connector_for("sasl_ssl", &sasl, &tls).is_ok());
     }
 
     #[test]

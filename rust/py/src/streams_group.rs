@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use streamstate_core::error::Location;
 use streamstate_group::{
-    CopartitionGroup, Endpoint, GroupError, MemberConfig, MemberState, PartitionOffset,
-    PlaintextConnector, StreamsGroupMember as CoreMember, Subtopology, TaskId, TaskOffset, Tasks,
-    TopicInfo, Topology,
+    connector_for, CopartitionGroup, Endpoint, GroupError, MemberConfig, MemberState,
+    PartitionOffset, SaslConfig, StreamsGroupMember as CoreMember, Subtopology, TaskId, TaskOffset,
+    Tasks, TlsConfig, TopicInfo, Topology,
 };
 
 use crate::errors::{guard, streams_error};
@@ -126,7 +126,10 @@ impl StreamsGroupMember {
         bootstrap_servers, group_id, process_id, topology_epoch, subtopologies, *,
         client_id = "streamstate".to_owned(), instance_id = None, rack_id = None,
         rebalance_timeout_ms = 300_000, user_endpoint = None, client_tags = Vec::new(),
-        request_timeout_ms = 30_000, security_protocol = "PLAINTEXT".to_owned()
+        request_timeout_ms = 30_000, security_protocol = "PLAINTEXT".to_owned(),
+        sasl_mechanism = None, sasl_username = None, sasl_password = None,
+        ssl_ca_location = None, ssl_certificate_location = None, ssl_key_location = None,
+        ssl_key_password = None, ssl_verify_hostname = true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -144,10 +147,30 @@ impl StreamsGroupMember {
         client_tags: Vec<(String, String)>,
         request_timeout_ms: u64,
         security_protocol: String,
+        sasl_mechanism: Option<String>,
+        sasl_username: Option<String>,
+        sasl_password: Option<String>,
+        ssl_ca_location: Option<String>,
+        ssl_certificate_location: Option<String>,
+        ssl_key_location: Option<String>,
+        ssl_key_password: Option<String>,
+        ssl_verify_hostname: bool,
     ) -> PyResult<Self> {
         guard(py, || {
-            let connector = PlaintextConnector::for_security_protocol(&security_protocol)
-                .map_err(|e| to_py(py, &e))?;
+            let sasl = SaslConfig {
+                mechanism: sasl_mechanism,
+                username: sasl_username,
+                password: sasl_password,
+            };
+            let tls = TlsConfig {
+                ca_location: ssl_ca_location,
+                certificate_location: ssl_certificate_location,
+                key_location: ssl_key_location,
+                key_password: ssl_key_password,
+                verify_hostname: ssl_verify_hostname,
+            };
+            let connector =
+                connector_for(&security_protocol, &sasl, &tls).map_err(|e| to_py(py, &e))?;
             let subtopologies = subtopologies
                 .into_iter()
                 .map(
@@ -186,7 +209,7 @@ impl StreamsGroupMember {
                 request_timeout: Duration::from_millis(request_timeout_ms),
             };
             Ok(StreamsGroupMember {
-                inner: Mutex::new(CoreMember::new(config, Box::new(connector))),
+                inner: Mutex::new(CoreMember::new(config, connector)),
             })
         })
     }
