@@ -11,14 +11,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from tests.chaos._helpers import read_committed_consumer
 
 from streamstate.kafka_local import KafkaTestCluster
 
@@ -111,15 +109,7 @@ class CommittedSink:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.counts: dict[bytes, list[int]] = defaultdict(list)
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"kill-loop-reader-{uuid.uuid4().hex[:8]}",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-            }
-        )
-        self._consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self._consumer = read_committed_consumer(bootstrap, topic, PARTITIONS)
 
     def poll(self) -> dict[bytes, list[int]]:
         for m in self._consumer.consume(5000, 0.2):

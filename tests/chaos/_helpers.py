@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests import apps
 
 TIMEOUT = 180.0
@@ -47,6 +48,21 @@ class SinkReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def read_committed_consumer(bootstrap: str, topic: str, partitions: int) -> Consumer:
+    """A consumer of the ``partitions`` of ``topic`` from offset 0, ``read_committed``, in no
+    group (assigned; nothing committed)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"chaos-committed-reader-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+    return consumer
 
 
 def app_args(bootstrap: str, source: str, sink: str, app_id: str, state_dir: Path) -> list[str]:

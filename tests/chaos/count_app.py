@@ -8,6 +8,9 @@ It counts the records of each key in a persistent, logged store ``counts`` and s
 * ``{"event": "snapshot", "partition": p, "store": {...}}``: a task's store as it was at the
   first record this process processed for it (after restoration, before any new write).
 * ``{"event": "progress", "processed": n}``: every 50 records processed by this process.
+* ``{"event": "tasks", "state": ..., "active": [...], "restoring": [...], "standby": {...}}``:
+  the app's state and its tasks' partitions whenever they change (``standby``: each standby
+  task's changelog position, reported at most every 0.5 s while only positions move).
 * ``{"event": "stalled", "phase": ...}``: the process stopped inside a commit (``--stall``);
   ``released`` when it goes on; ``commit-failed`` when a commit step raised (fencing);
   ``producer`` with each transactional producer's ``transactional.id``.
@@ -21,6 +24,10 @@ records written and the offsets handed over but not committed (at-least-once: in
 ``commit_transaction``), ``after`` stops once the broker has committed, before the runtime
 applies the commit to its stores and checkpoint. The hooks are subclasses of confluent-kafka's
 clients installed before streamstate is imported, so they see every client the runtime makes.
+
+``--quiet`` leaves out the snapshot and progress events (large stores, heavy load);
+``--group-protocol`` and ``--standby-replicas`` set ``group.protocol`` and
+``num.standby.replicas``.
 
 SIGTERM closes the app cleanly (a final commit) and exits.
 """
@@ -111,6 +118,42 @@ class _HookedProducer(confluent_kafka.Producer):
         return result
 
 
+def _partition(task_id: Any) -> int:
+    """A task's partition: the task id itself in the one-function form, else its field."""
+    return task_id if isinstance(task_id, int) else int(task_id.partition)
+
+
+class _TaskReport:
+    """Emits the app's state and tasks when they change (see the module doc)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._last: tuple[Any, ...] = ()
+        self._positions: dict[int, int] = {}
+        self._at = 0.0
+
+    def emit_if_changed(self) -> None:
+        threads = list(self._app._threads)
+        active = {tid: t for th in threads for tid, t in th.active_tasks().items()}
+        positions = {tp.partition: o for th in threads for tp, o in th.standbys.positions().items()}
+        now = (
+            self._app.state.name,
+            sorted(_partition(tid) for tid in active),
+            sorted(_partition(tid) for tid, task in active.items() if task.restoring),
+            sorted(positions),
+        )
+        moved = positions != self._positions and time.monotonic() - self._at >= 0.5
+        if now != self._last or moved:
+            self._last, self._positions, self._at = now, positions, time.monotonic()
+            emit(
+                event="tasks",
+                state=now[0],
+                active=now[1],
+                restoring=now[2],
+                standby={str(p): o for p, o in positions.items()},
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     for name in ("--bootstrap", "--source", "--sink", "--app-id", "--state-dir"):
@@ -122,6 +165,9 @@ def main() -> int:
     parser.add_argument("--release-file", default=None)
     parser.add_argument("--max-poll-interval-ms", type=int, default=300_000)
     parser.add_argument("--assignment", default="cooperative-sticky")
+    parser.add_argument("--group-protocol", default="classic")
+    parser.add_argument("--standby-replicas", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
     _args = parser.parse_args()
     _stall.update(phase=_args.stall, at=_args.stall_at, release=_args.release_file)
     confluent_kafka.Consumer = _HookedConsumer  # type: ignore[misc]
@@ -148,7 +194,7 @@ def main() -> int:
     @topology.processor(sources=[_args.source], stores=["counts"], sinks=[_args.sink])
     def count(ctx: Any, record: Any) -> None:
         store = ctx.store("counts")
-        if record.partition not in snapshotted:
+        if record.partition not in snapshotted and not _args.quiet:
             snapshotted.add(record.partition)
             emit(
                 event="snapshot",
@@ -159,7 +205,7 @@ def main() -> int:
         store.put(record.key, b"%d" % n)
         ctx.send(_args.sink, record.key, b"%d" % n)
         processed[0] += 1
-        if processed[0] % 50 == 0:
+        if processed[0] % 50 == 0 and not _args.quiet:
             emit(event="progress", processed=processed[0])
 
     app = StreamsApp(
@@ -173,16 +219,24 @@ def main() -> int:
             "session.timeout.ms": 6000,
             "consumer.max.poll.interval.ms": _args.max_poll_interval_ms,
             "partition.assignment.strategy": _args.assignment,
+            "group.protocol": _args.group_protocol,
+            **({"num.standby.replicas": n} if (n := _args.standby_replicas) else {}),
         },
         restore_listener=Listener(),
     )
-    app.start()
+    try:
+        app.start()
+    except Exception as exc:  # the test hears why (stderr is not read)
+        emit(event="error", error=f"start(): {exc!r}")
+        raise
     emit(event="started")
+    tasks = _TaskReport(app)
     try:
         while not stop.wait(0.1):
             if app.state is State.ERROR:
                 emit(event="error", error=str(app.fatal_error))
                 return 1
+            tasks.emit_if_changed()
     finally:
         app.close(60)
     emit(event="closed", processed=processed[0])
