@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::error::{error_name, GroupError};
 use crate::scram::{new_nonce, ScramClient, ScramHash};
 use crate::tls::TlsConnector;
-use crate::transport::{Connector, PlaintextConnector, Transport};
+use crate::transport::{round_trip, Connector, PlaintextConnector, Transport};
 use crate::wire::Writer;
 
 /// `SaslHandshake`'s API key.
@@ -217,31 +217,15 @@ impl Exchange<'_> {
         let mut request = size.to_be_bytes().to_vec();
         request.extend_from_slice(&header);
         request.extend_from_slice(body);
-        let io = |source| GroupError::Io {
-            broker: self.broker.to_owned(),
-            source,
-        };
-        self.stream.write_all(&request).map_err(io)?;
-        self.stream.flush().map_err(io)?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(io)?;
-        let size = i32::from_be_bytes(size);
-        if !(4..=1024 * 1024).contains(&size) {
-            return Err(GroupError::Malformed(format!(
-                "SASL response frame of {size} bytes from {}",
-                self.broker
-            )));
-        }
-        let mut frame = vec![0u8; size as usize];
-        self.stream.read_exact(&mut frame).map_err(io)?;
-        let got = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-        if got != correlation_id {
-            return Err(GroupError::Malformed(format!(
-                "correlation id {got} from {}, expected {correlation_id}",
-                self.broker
-            )));
-        }
-        Ok(frame[4..].to_vec())
+        // SASL frames are small: a tight bound, so a listener that is not SASL (answering
+        // with something else) fails here rather than allocating.
+        round_trip(
+            self.stream,
+            self.broker,
+            &request,
+            correlation_id,
+            1024 * 1024,
+        )
     }
 
     /// Sends one token; returns the broker's token, or the broker's error message.

@@ -18,6 +18,46 @@ pub trait Transport: Read + Write + Send {}
 
 impl Transport for TcpStream {}
 
+/// The largest response frame a broker may send this client (Kafka's own clients accept any
+/// size; 64 MiB is far above any group response and stops a garbled size from allocating).
+pub(crate) const MAX_RESPONSE_FRAME: i32 = 64 * 1024 * 1024;
+
+/// Writes one whole request frame and reads its response frame, returning the bytes after the
+/// correlation id, which must be `correlation_id`. Every request of this crate (the SASL
+/// exchange too) goes through here: one rule for frame bounds and the correlation check.
+pub(crate) fn round_trip(
+    stream: &mut dyn Transport,
+    broker: &str,
+    request: &[u8],
+    correlation_id: i32,
+    max_frame: i32,
+) -> Result<Vec<u8>, GroupError> {
+    let io = |source| GroupError::Io {
+        broker: broker.to_owned(),
+        source,
+    };
+    stream.write_all(request).map_err(io)?;
+    stream.flush().map_err(io)?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).map_err(io)?;
+    let size = i32::from_be_bytes(size);
+    if !(4..=max_frame).contains(&size) {
+        return Err(GroupError::Malformed(format!(
+            "response frame of {size} bytes from {broker}"
+        )));
+    }
+    let mut frame = vec![0u8; size as usize];
+    stream.read_exact(&mut frame).map_err(io)?;
+    let got = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+    if got != correlation_id {
+        return Err(GroupError::Malformed(format!(
+            "correlation id {got} from {broker}, expected {correlation_id}"
+        )));
+    }
+    frame.drain(..4);
+    Ok(frame)
+}
+
 /// Opens transports to brokers.
 pub trait Connector: Send + Sync {
     /// A connected transport to `host:port`, with `timeout` on connect, reads and writes.
@@ -211,38 +251,20 @@ impl Connection {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let request = messages::frame(api_key, version, correlation_id, &self.client_id, body);
-        let broker = self.broker.clone();
-        let io = |source| GroupError::Io {
-            broker: broker.clone(),
-            source,
-        };
-        self.stream.write_all(&request).map_err(io)?;
-        self.stream.flush().map_err(io)?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(io)?;
-        let size = i32::from_be_bytes(size);
-        if !(4..=64 * 1024 * 1024).contains(&size) {
-            return Err(GroupError::Malformed(format!(
-                "response frame of {size} bytes from {}",
-                self.broker
-            )));
-        }
-        let mut frame = vec![0u8; size as usize];
-        self.stream.read_exact(&mut frame).map_err(io)?;
-        let got = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-        if got != correlation_id {
-            return Err(GroupError::Malformed(format!(
-                "correlation id {got} from {}, expected {correlation_id}",
-                self.broker
-            )));
-        }
+        let frame = round_trip(
+            self.stream.as_mut(),
+            &self.broker,
+            &request,
+            correlation_id,
+            MAX_RESPONSE_FRAME,
+        )?;
         // Response header v0 for ApiVersions (so that any client can read it), v1 (with tagged
         // fields) for every flexible response.
-        let mut r = crate::wire::Reader::new(&frame[4..], "response header");
+        let mut r = crate::wire::Reader::new(&frame, "response header");
         if api_key != api::API_VERSIONS {
             r.skip_tagged_fields()?;
         }
-        let body_start = 4 + r.position();
+        let body_start = r.position();
         Ok(frame[body_start..].to_vec())
     }
 
