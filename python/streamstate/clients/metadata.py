@@ -30,16 +30,20 @@ class MetadataClient:
     in ``config`` still gets every error."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self._refusal: KafkaError | None = None
-        self._user_error_cb = config.get("error_cb")
-        settings: dict[str, Any] = {**config, "error_cb": self._on_error}
-        self.admin = AdminClient(settings)
+        refusals: list[KafkaError] = []
+        user_error_cb = config.get("error_cb")
 
-    def _on_error(self, error: KafkaError) -> None:
-        if error.code() == KafkaError._AUTHENTICATION and self._refusal is None:
-            self._refusal = error
-        if self._user_error_cb is not None:
-            self._user_error_cb(error)
+        # A closure, not a bound method: the client must not hold itself through its own
+        # callback, or a dropped client would live (and reconnect) until a full collection.
+        def on_error(error: KafkaError) -> None:
+            if error.code() == KafkaError._AUTHENTICATION:
+                refusals.append(error)
+            if user_error_cb is not None:
+                user_error_cb(error)
+
+        self._refusals = refusals
+        settings: dict[str, Any] = {**config, "error_cb": on_error}
+        self.admin = AdminClient(settings)
 
     def list_topics(self, timeout_s: float, topic: str | None = None) -> ClusterMetadata:
         """The cluster's metadata (of ``topic`` alone when given); raises ``KafkaException``
@@ -54,7 +58,7 @@ class MetadataClient:
                 return self.admin.list_topics(topic=topic, timeout=min(_SLICE_S, remaining))
             except KafkaException:
                 self.admin.poll(0)  # serves error_cb (and hands queued log lines on)
-                if self._refusal is not None:
-                    raise KafkaException(self._refusal) from None
+                if self._refusals:
+                    raise KafkaException(self._refusals[0]) from None
                 if time.monotonic() >= deadline:
                     raise
