@@ -16,10 +16,13 @@ partition in every 0.1 s round) runs through the scenario (harness: ``_bounce.py
 * SIGKILL: one of two instances is killed; the survivor must run every partition.
 
 Read ``read_committed``, every key's counts must be 1, 2, ... N, each once and in order, N its
-number of input records (under both protocols). Under the streams protocol no restoration on any
-instance may read more than a tenth of its changelog partition (bounce) or, in all, more than 1%
-of the changelog (kill); under the classic protocol the survivor of a kill restores the killed
-instance's changelogs whole (the baseline, which shows the restore figures see a full restore).
+number of input records (under both protocols). Under the streams protocol no restoration on an
+instance that held the task's state before the bounce (as standby or active) may read more than
+a tenth of its changelog partition (the broker may place a task on the instance that held
+neither, which then restores it whole, as Kafka Streams would) and the survivor of a kill may
+restore, in all, no more than 1% of the changelog; under the classic protocol the survivor of
+a kill restores the killed instance's changelogs whole (the baseline, which shows the restore
+figures see a full restore).
 Each test prints its figures (``pytest -s``): records restored, seconds from the stop or kill
 until every partition's output holds a record produced after it, and the longest time a
 partition's output stood still.
@@ -49,6 +52,15 @@ def _report(scenario: str, protocol: str, row: dict[str, Any]) -> None:
     )
 
 
+def _holders(tasks: dict[str, dict[str, Any]]) -> dict[int, set[str]]:
+    """Partition -> the instances holding its task as active or standby, from their reports."""
+    held: dict[int, set[str]] = {}
+    for name, report in tasks.items():
+        for partition in [*report["active"], *report["standby"]]:
+            held.setdefault(int(partition), set()).add(name)
+    return held
+
+
 def _timing(sink: Sink, since: float, until: float) -> dict[str, Any]:
     again = sink.processes_again(since)
     return {
@@ -62,6 +74,7 @@ def test_a_rolling_bounce_of_three_instances_restores_no_store_and_stays_exact(
     kafka: KafkaTestCluster, tmp_path: Path, protocol: str
 ) -> None:
     bounces: list[tuple[str, float]] = []
+    held: list[dict[int, set[str]]] = []  # before each bounce: partition -> instances with state
     with running(kafka, tmp_path, protocol, ["a", "b", "c"], keys=KEYS, seed=SEED) as (
         group,
         load,
@@ -69,6 +82,7 @@ def test_a_rolling_bounce_of_three_instances_restores_no_store_and_stays_exact(
     ):
         first = time.monotonic()
         for name in ("a", "b", "c"):
+            held.append(_holders(group.tasks))
             stopped = time.monotonic()
             group.stop(name)
             group.start(name)
@@ -98,8 +112,20 @@ def test_a_rolling_bounce_of_three_instances_restores_no_store_and_stays_exact(
     )
     assert not wrong, wrong
     if protocol == "streams":
-        full = [r for r in restores if r.fraction > MAX_BOUNCE_SHARE]
-        assert not full, f"restorations of more than {MAX_BOUNCE_SHARE:.0%}: {full}"
+        # An instance that held a task's state (its standby, or the task itself before the
+        # bounce) restores only the tail. The broker's assignor balances active tasks over the
+        # members, so it may place one on an instance that had neither: that one restores the
+        # changelog whole, as Kafka Streams 4.4 would (it did once in CI: docs/rebalancing.md).
+        for (name, stopped), end, before in zip(bounces, ends, held, strict=True):
+            full = [
+                r
+                for r in group.restores_between(stopped, end)
+                if r.fraction > MAX_BOUNCE_SHARE and r.instance in before.get(r.partition, set())
+            ]
+            assert not full, (
+                f"bounce of {name}: restorations of more than {MAX_BOUNCE_SHARE:.0%} on an "
+                f"instance that held the task's state ({before}): {full}"
+            )
 
 
 @pytest.mark.parametrize("protocol", ["streams", "classic"])
