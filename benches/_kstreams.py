@@ -3,7 +3,8 @@
 * **Kafka Streams** (the JVM library streamstate follows): the project's own small programs in
   ``benches/kstreams/`` — ``RestoreBench`` (restores a persistent store from its pre-filled
   changelog and reports its ``StateRestoreListener``'s time) and ``WordCount`` (the canonical
-  word count through a repartition topic) — and ``DescribeDsl``, the oracle of
+  word count through a repartition topic), ``FailoverInstance`` (one instance of the failover
+  benchmark's count under ``group.protocol=streams``, run as :class:`FailoverInstance`) — and ``DescribeDsl``, the oracle of
   :func:`describe_dsl_programs` (Kafka Streams' ``Topology.describe()`` text of fixed DSL
   programs, built without a broker). Their jars, Kafka Streams at the local broker's
   version (:data:`KSTREAMS_VERSION`) and its dependencies, are fetched from Maven Central by
@@ -43,6 +44,7 @@ from streamstate.kafka_local import KAFKA_VERSION, cache_dir
 __all__ = [
     "JVM_OPTIONS",
     "KSTREAMS_VERSION",
+    "FailoverInstance",
     "KcatReport",
     "PeerError",
     "RestoreReport",
@@ -359,6 +361,111 @@ def run_word_count(
         kafka_streams_version=str(report["kafka_streams_version"]),
         wall_s=time.monotonic() - started,
     )
+
+
+class FailoverInstance:
+    """One running ``FailoverInstance`` JVM (``benches/kstreams/FailoverInstance.java``): the
+    failover benchmark's count under ``group.protocol=streams``, until :meth:`kill`. Its status
+    lines (see the Java file) are read by a daemon thread into :attr:`statuses`."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        application_id: str,
+        input_topic: str,
+        output_topic: str,
+        *,
+        state_dir: Path,
+        standbys: int,
+    ) -> None:
+        """Starts the JVM; ``standbys`` is set as the group's ``streams.num.standby.replicas``."""
+        command = [
+            _java_tool("java"),
+            *JVM_OPTIONS,
+            "-cp",
+            classpath(),
+            "FailoverInstance",
+            *("--bootstrap", bootstrap_servers, "--application-id", application_id),
+            *("--input", input_topic, "--output", output_topic),
+            *("--state-dir", str(state_dir), "--standbys", str(standbys)),
+        ]
+        self.statuses: list[dict[str, Any]] = []
+        self.stored: int | None = None
+        self._changed = threading.Condition()
+        # A file, not a pipe: nothing reads stderr while the JVM runs, and a full pipe would
+        # block its logging threads.
+        self._stderr = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            command, stdin=PIPE, stdout=PIPE, stderr=self._stderr, text=True, bufsize=1
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            report = json.loads(line)
+            with self._changed:
+                if "stored" in report:
+                    self.stored = int(report["stored"])
+                else:
+                    report["active"] = set(json.loads(report["active"]))
+                    report["standby"] = set(json.loads(report["standby"]))
+                    self.statuses.append(report)
+                self._changed.notify_all()
+        self.process.stdout.close()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(
+        self, condition: Callable[[dict[str, Any]], bool], what: str, timeout_s: float
+    ) -> dict[str, Any]:
+        """The first status (of those seen so far or to come) that meets ``condition``."""
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        with self._changed:
+            while True:
+                for status in self.statuses[seen:]:
+                    if condition(status):
+                        return status
+                seen = len(self.statuses)
+                if self.process.poll() is not None:
+                    raise PeerError(self._failure(f"exited before {what}"))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PeerError(f"FailoverInstance: timed out after {timeout_s} s: {what}")
+                self._changed.wait(min(left, 1.0))
+
+    def latest(self) -> dict[str, Any]:
+        """The last status line (the JVM prints one as soon as it runs)."""
+        with self._changed:
+            return self.statuses[-1] if self.statuses else {}
+
+    def count_stored(self, timeout_s: float = 300.0) -> int:
+        """The number of keys in this instance's active stores, iterated by the JVM."""
+        assert self.process.stdin is not None
+        with self._changed:
+            self.stored = None
+        self.process.stdin.write("count\n")
+        self.process.stdin.flush()
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self.stored is None:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise PeerError(self._failure("did not count its store"))
+                self._changed.wait(1.0)
+            return self.stored
+
+    def _failure(self, what: str) -> str:
+        self._stderr.seek(0)
+        return f"FailoverInstance {what}:\n{_tail(self._stderr.read())}"
+
+    def kill(self) -> None:
+        """SIGKILL, as the benchmark's failure; waits for the process to be gone."""
+        self.process.kill()
+        self.process.wait(30)
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self._stderr.close()
 
 
 def describe_dsl_programs(timeout_s: float = 120.0) -> dict[str, str]:

@@ -22,6 +22,13 @@ expires, so ~6 s of each figure is that timeout; what remains is the restore, wh
 removes. ``extra_info`` holds, per round, the seconds and the changelog records the survivor
 restored after the kill (and the changelog's size).
 
+**Kafka Streams 4.4** runs the same scenario as the anchor (``bench_failover_kafka_streams``):
+two JVMs of the same DSL program (``benches/kstreams/FailoverInstance.java``, dynamic members,
+``commit.interval.ms=200``, the group config ``streams.num.standby.replicas`` set through the
+admin API since Kafka Streams ignores its own ``num.standby.replicas`` under this protocol),
+one SIGKILLed; the survivor reports its state, tasks and restore listener every 10 ms, and the
+round ends at its first report with all 4 tasks active, no restore in flight and ``RUNNING``.
+
 Quick mode (``STREAMSTATE_BENCH_QUICK=1``): the 100k store only, one round. Full mode runs
 100k and 1M three rounds each and 10M once (producing and counting 10M keys takes tens of
 minutes on a 2-core machine). ``docs/rebalancing.md`` ("Failover benchmark") quotes it.
@@ -42,6 +49,7 @@ from typing import Any
 
 import pytest
 from benches._common import QUICK
+from benches._kstreams import KSTREAMS_VERSION, FailoverInstance
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.integration.test_standby_tasks import _active, _count_topology, _Restored, _standbys
 
@@ -221,3 +229,127 @@ def bench_failover(benchmark: Any, kafka: KafkaTestCluster, keys: int, replicas:
         # directories and checkpoints, so only the tail was left, as in Kafka Streams (see
         # docs/rebalancing.md). At least one round must show the full restore.
         assert any(n >= c // 3 for n, c in zip(restored, changelog, strict=True)), restored
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka Streams 4.4 (Java) in the same scenario: the anchor
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _JavaRound:
+    """Two Kafka Streams instances, just before the kill."""
+
+    victim: FailoverInstance
+    survivor: FailoverInstance
+    restored_before: int
+    changelog_records: int
+    moved: set[int]
+
+
+def _prepare_java(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int) -> _JavaRound:
+    source = kafka.create_topic(partitions=PARTITIONS)
+    sink = kafka.create_topic(partitions=PARTITIONS)
+    app_id = f"bench-failover-ks-{uuid.uuid4().hex[:8]}"
+
+    def instance(name: str) -> FailoverInstance:
+        return FailoverInstance(
+            kafka.bootstrap_servers,
+            app_id,
+            source,
+            sink,
+            state_dir=root / name,
+            standbys=replicas,
+        )
+
+    victim = instance("victim")
+    survivor = instance("survivor")
+    try:
+        for member in (victim, survivor):
+            member.wait_for(
+                lambda s: len(s["active"]) == 2 and s["state"] == "RUNNING", "two tasks", TIMEOUT
+            )
+        _produce(kafka, source, keys)
+        _wait(
+            lambda: victim.latest()["committed"] + survivor.latest()["committed"] == keys,
+            "every input record committed",
+        )
+        ends = kafka.end_offsets(f"{app_id}-counts-changelog")
+        if replicas:
+            survivor.wait_for(
+                lambda s: len(s["standby"]) == 2 and s["standby_lag"] == 0,
+                "the standbys replaying the whole changelog",
+                TIMEOUT,
+            )
+        latest = survivor.latest()
+        moved = set(range(PARTITIONS)) - latest["active"]
+    except BaseException:
+        victim.kill()
+        survivor.kill()
+        raise
+    return _JavaRound(victim, survivor, latest["restored"], sum(ends.values()), moved)
+
+
+@pytest.mark.parametrize("keys", SIZES, ids=lambda k: f"{k // 1000}k")
+# Quick mode (CI) runs the anchor with a standby only: its JVMs cost ~20 s a round.
+@pytest.mark.parametrize(
+    "replicas", [1] if QUICK else [1, 0], ids=["standby"] if QUICK else ["standby", "no-standby"]
+)
+def bench_failover_kafka_streams(
+    benchmark: Any, kafka: KafkaTestCluster, keys: int, replicas: int
+) -> None:
+    """Kafka Streams 4.4 (``group.protocol=streams``, the group's
+    ``streams.num.standby.replicas``) in the scenario above: time from the SIGKILL of one of
+    two JVMs to the survivor holding all 4 tasks as active, restoring none, ``RUNNING`` (its
+    status checked every 10 ms); the changelog records its restore listener saw after the
+    kill."""
+    benchmark.group = f"failover-{keys // 1000}k-keys"
+    rounds: list[_JavaRound] = []
+    seconds: list[float] = []
+    restored: list[int] = []
+    work = Path(tempfile.mkdtemp(prefix="bench-failover-ks-"))
+
+    def setup() -> tuple[tuple[_JavaRound], dict[str, Any]]:
+        for done in rounds:
+            done.survivor.kill()
+        rounds.append(_prepare_java(kafka, work / str(len(rounds)), keys, replicas))
+        return (rounds[-1],), {}
+
+    def run(r: _JavaRound) -> None:
+        killed_ms = time.time() * 1000
+        r.victim.kill()
+        status = r.survivor.wait_for(
+            lambda s: (
+                s["t"] >= killed_ms
+                and len(s["active"]) == PARTITIONS
+                and s["restoring"] == 0
+                and s["state"] == "RUNNING"
+            ),
+            "every partition processing",
+            TIMEOUT,
+        )
+        seconds.append(round((status["t"] - killed_ms) / 1000, 3))
+        restored.append(status["restored"] - r.restored_before)
+
+    try:
+        benchmark.pedantic(run, setup=setup, rounds=_rounds(keys), iterations=1)
+        assert rounds[-1].survivor.count_stored() == keys
+    finally:
+        for r in rounds:
+            r.victim.kill()
+            r.survivor.kill()
+    changelog = [r.changelog_records for r in rounds]
+    benchmark.extra_info.update(
+        {
+            "contender": f"Kafka Streams {KSTREAMS_VERSION}",
+            "num_standby_replicas": replicas,
+            "keys": keys,
+            "seconds_kill_to_every_partition_processing": seconds,
+            "records_restored": restored,
+            "changelog_records": changelog,
+            "session_timeout_ms": 6000,
+        }
+    )
+    assert all(len(r.moved) == 2 for r in rounds), [r.moved for r in rounds]
+    if replicas:
+        assert all(n <= c // 100 for n, c in zip(restored, changelog, strict=True)), restored
