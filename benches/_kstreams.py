@@ -2,15 +2,16 @@
 
 * **Kafka Streams** (the JVM library streamstate follows): the project's own small programs in
   ``benches/kstreams/`` — ``RestoreBench`` (restores a persistent store from its pre-filled
-  changelog and reports its ``StateRestoreListener``'s time) and ``WordCount`` (the canonical
-  word count through a repartition topic), ``FailoverInstance`` (one instance of the failover
-  benchmark's count under ``group.protocol=streams``, run as :class:`FailoverInstance`) — and ``DescribeDsl``, the oracle of
-  :func:`describe_dsl_programs` (Kafka Streams' ``Topology.describe()`` text of fixed DSL
-  programs, built without a broker). Their jars, Kafka Streams at the local broker's
-  version (:data:`KSTREAMS_VERSION`) and its dependencies, are fetched from Maven Central by
-  Maven into ``<cache>/kafka-streams-<version>/libs`` (the resolver the local broker uses); the
-  sources are compiled with ``javac`` into ``<cache>/kstreams-bench/<digest>/``, again only when
-  they change. Each program prints one JSON line, parsed here into a report.
+  changelog and reports its ``StateRestoreListener``'s time) and ``WordCount`` (the canonical word
+  count through a repartition topic), ``FailoverInstance`` (one instance of the failover
+  benchmark's count under ``group.protocol=streams``, run as :class:`FailoverInstance`) — and
+  ``DescribeDsl``, the oracle of :func:`describe_dsl_programs` (Kafka Streams'
+  ``Topology.describe()`` text of fixed DSL programs, built without a broker). Their jars, Kafka
+  Streams at the local broker's version (:data:`KSTREAMS_VERSION`) and its dependencies, are
+  fetched from Maven Central by Maven into ``<cache>/kafka-streams-<version>/libs`` (the resolver
+  the local broker uses); the sources are compiled with ``javac`` into
+  ``<cache>/kstreams-bench/<digest>/``, again only when they change. Each program prints one JSON
+  line, parsed here into a report.
 * **kcat** (librdkafka in C, Debian's ``kcat`` package, installed by ``make kstreams``): reads a
   changelog from beginning to end, the ceiling of any librdkafka-based reader.
 
@@ -377,8 +378,10 @@ class FailoverInstance:
         *,
         state_dir: Path,
         standbys: int,
+        keep_state: bool = False,
     ) -> None:
-        """Starts the JVM; ``standbys`` is set as the group's ``streams.num.standby.replicas``."""
+        """Starts the JVM; ``standbys`` is set as the group's ``streams.num.standby.replicas``;
+        ``keep_state``: ``state_dir`` may hold a previous instance's state (a restart)."""
         command = [
             _java_tool("java"),
             *JVM_OPTIONS,
@@ -388,6 +391,7 @@ class FailoverInstance:
             *("--bootstrap", bootstrap_servers, "--application-id", application_id),
             *("--input", input_topic, "--output", output_topic),
             *("--state-dir", str(state_dir), "--standbys", str(standbys)),
+            *("--keep-state", "true" if keep_state else "false"),
         ]
         self.statuses: list[dict[str, Any]] = []
         self.stored: int | None = None
@@ -458,6 +462,14 @@ class FailoverInstance:
     def _failure(self, what: str) -> str:
         self._stderr.seek(0)
         return f"FailoverInstance {what}:\n{_tail(self._stderr.read())}"
+
+    def terminate(self, timeout_s: float = 90.0) -> None:
+        """SIGTERM: the JVM's shutdown hook closes Kafka Streams (a bounce); waits for the exit."""
+        self.process.terminate()
+        self.process.wait(timeout_s)
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self._stderr.close()
 
     def kill(self) -> None:
         """SIGKILL, as the benchmark's failure; waits for the process to be gone."""

@@ -9,7 +9,9 @@
 // member (no group.instance.id: a killed member's tasks move when its session expires, as the
 // streamstate instances'), commit.interval.ms=200 as the streamstate instances commit.
 // `--standbys N` sets the *group* config streams.num.standby.replicas (Kafka Streams ignores its
-// own num.standby.replicas under this protocol; see docs/rebalancing.md).
+// own num.standby.replicas under this protocol; see docs/rebalancing.md). `--keep-state true`
+// restarts on the state directory a previous instance left; SIGTERM closes the instance (its
+// shutdown hook), as a rolling bounce does.
 //
 // Output on stdout, one JSON object per line:
 //   {"t": epoch ms, "state", "active": [partitions], "standby": [partitions], "restoring": restores
@@ -22,6 +24,8 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -86,8 +90,13 @@ public final class FailoverInstance {
 
     private static void run(BenchSupport.Args args) throws Exception {
         String applicationId = args.required("application-id");
-        Properties props =
-                BenchSupport.streamsConfig(args, applicationId, BenchSupport.freshStateDir(args));
+        // --keep-state true: a restart on the state directory a previous instance left (a
+        // bounce), instead of BenchSupport's fresh, empty one.
+        Path stateDir =
+                args.optional("keep-state", "false").equals("true")
+                        ? Path.of(args.required("state-dir"))
+                        : BenchSupport.freshStateDir(args);
+        Properties props = BenchSupport.streamsConfig(args, applicationId, stateDir);
         props.remove(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG);
         props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
@@ -110,6 +119,9 @@ public final class FailoverInstance {
         BenchSupport.Watch watch = new BenchSupport.Watch(streams);
         Restores restores = new Restores();
         streams.setGlobalStateRestoreListener(restores);
+        // SIGTERM closes the instance as a user's shutdown hook does (a bounce); SIGKILL does not.
+        Runtime.getRuntime()
+                .addShutdownHook(new Thread(() -> streams.close(Duration.ofSeconds(60)), "close"));
         streams.start();
         Thread commands = new Thread(() -> answer(streams), "failover-commands");
         commands.setDaemon(true);
@@ -118,6 +130,12 @@ public final class FailoverInstance {
         long lag = -1;
         long lagAt = 0;
         while (true) {
+            KafkaStreams.State state = streams.state();
+            if (state == KafkaStreams.State.PENDING_SHUTDOWN
+                    || state == KafkaStreams.State.NOT_RUNNING) {
+                Thread.sleep(10); // closing: the shutdown hook ends the process
+                continue;
+            }
             watch.check();
             Map<String, Object> status = new LinkedHashMap<>();
             TreeSet<Integer> active = new TreeSet<>();

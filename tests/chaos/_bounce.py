@@ -29,6 +29,13 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from tests.chaos._counting import Child
 from tests.chaos._helpers import app_args, read_committed_consumer
 
@@ -223,7 +230,10 @@ class Group:
     def __init__(
         self, kafka: KafkaTestCluster, tmp: Path, protocol: str, *, standbys: int = 0
     ) -> None:
-        self.kafka, self.tmp, self.protocol, self.standbys = kafka, tmp, protocol, standbys
+        self.kafka, self.tmp, self.standbys = kafka, tmp, standbys
+        # "streams-static": the streams protocol with a group.instance.id per instance.
+        self.protocol, _, static = protocol.partition("-")
+        self.static = static == "static"
         self.source = kafka.create_topic(partitions=PARTITIONS)
         self.sink = kafka.create_topic(partitions=PARTITIONS)
         self.app_id = f"bounce-{protocol}-{uuid.uuid4().hex[:8]}"
@@ -239,6 +249,7 @@ class Group:
         )
         args += ["--guarantee", "exactly_once_v2", "--group-protocol", self.protocol, "--quiet"]
         args += ["--standby-replicas", str(self.standbys)] if self.standbys else []
+        args += ["--group-instance-id", f"{self.app_id}-{name}"] if self.static else []
         self.tasks.pop(name, None)
         self.children[name] = Child(*args)
 
@@ -356,6 +367,29 @@ def figures(restores: list[Restore]) -> dict[str, Any]:
     }
 
 
+STATIC_SESSION_TIMEOUT_MS = 30_000
+"""The group's ``streams.session.timeout.ms`` with static members: a bounced instance is back
+well within it (a restart takes seconds), so the broker keeps its tasks for it by construction
+(the test broker's default, 6 s, is shorter than a restart on a loaded machine may take)."""
+
+
+def _set_group_config(kafka: KafkaTestCluster, group_id: str, session_timeout_ms: int) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group_id,
+        incremental_configs=[
+            ConfigEntry(
+                "streams.session.timeout.ms",
+                str(session_timeout_ms),
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
 @contextmanager
 def running(
     kafka: KafkaTestCluster, tmp: Path, protocol: str, names: list[str], *, keys: int, seed: int
@@ -364,7 +398,9 @@ def running(
     the streams protocol), settled on a store of ``keys`` keys (every key counted once, every
     standby replayed), with the steady load on and reaching every partition's output; every
     instance is closed at the end."""
-    group = Group(kafka, tmp, protocol, standbys=1 if protocol == "streams" else 0)
+    group = Group(kafka, tmp, protocol, standbys=1 if protocol.startswith("streams") else 0)
+    if group.static:
+        _set_group_config(kafka, group.app_id, STATIC_SESSION_TIMEOUT_MS)
     load = Load(kafka.bootstrap_servers, group.source, keys, seed)
     sink = Sink(kafka.bootstrap_servers, group.sink, load)
     try:

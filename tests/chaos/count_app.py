@@ -167,6 +167,7 @@ def main() -> int:
     parser.add_argument("--assignment", default="cooperative-sticky")
     parser.add_argument("--group-protocol", default="classic")
     parser.add_argument("--standby-replicas", type=int, default=0)
+    parser.add_argument("--group-instance-id", default=None)
     parser.add_argument("--quiet", action="store_true")
     _args = parser.parse_args()
     _stall.update(phase=_args.stall, at=_args.stall_at, release=_args.release_file)
@@ -221,6 +222,7 @@ def main() -> int:
             "partition.assignment.strategy": _args.assignment,
             "group.protocol": _args.group_protocol,
             **({"num.standby.replicas": n} if (n := _args.standby_replicas) else {}),
+            **({"group.instance.id": i} if (i := _args.group_instance_id) else {}),
         },
         restore_listener=Listener(),
     )
