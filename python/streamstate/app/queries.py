@@ -22,6 +22,13 @@ is active on another instance raises ``InvalidStateStorePartitionError`` naming 
 and that instance, rather than returning ``None`` as if the key were absent
 (``docs/rebalancing.md``).
 
+"Restoring" is one flag per task, the one the client's state is derived from: set when the stream
+thread creates the task, before the task, its store or the client's state can be seen, and
+cleared only when the state updater hands it back restored (Kafka's rule: a task is RUNNING
+once its stores are restored). So a client ``RUNNING`` with no active task restoring answers
+from every local task's store; a query never reads a store the status calls restored but is
+still empty (``tests/integration/test_task_readiness.py``).
+
 So during a rebalance, the stores of running tasks and global stores keep answering, as Kafka
 Streams answers them from a stream thread that is ``RUNNING`` while its other tasks restore on
 the state updater (KIP-869); only what is restoring or moving raises. One deliberate difference:

@@ -31,15 +31,16 @@ changelog offsets, KIP-1071's ``TaskOffsets``) for the heartbeat.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from streamstate.app.state_directory import is_lock_conflict
+from streamstate.app.state_directory import checkpoint_offset_sum, is_lock_conflict
 from streamstate.app.streams_group import TaskId as GroupTaskId
 from streamstate.app.task_state import forget_changelog, restore_start_offsets, wipe_task
 from streamstate.clients.kafka_errors import error_text
@@ -51,13 +52,14 @@ from streamstate.state.stores import process_next, wipe_store
 if TYPE_CHECKING:
     from streamstate.app.task import StreamTask
 
-__all__ = ["StandbyTasks", "group_task_id", "task_offsets"]
+__all__ = ["StandbyTasks", "directory_task_id", "group_task_id", "task_offsets"]
 
 _log = logging.getLogger("streamstate.app")
 # A standby has no end to reach: every record polled is applied.
 _NO_END = 1 << 62
 _POLL_RECORDS = 10_000
 _POLL_S = 0.1
+_TASK_DIRECTORY = re.compile(r"(?:([0-9]+)_)?([0-9]+)")
 
 
 class _Standby:
@@ -346,26 +348,52 @@ def group_task_id(task_id: Any) -> GroupTaskId:
     return GroupTaskId(str(task_id.subtopology), int(task_id.partition))
 
 
+def directory_task_id(name: str) -> GroupTaskId | None:
+    """The group task of a task directory's name (``<subtopology>_<p>``, or ``<p>`` for the
+    one-function form, sub-topology ``"0"``); ``None`` for any other name."""
+    found = _TASK_DIRECTORY.fullmatch(name)
+    if found is None:
+        return None
+    sub, partition = found.group(1, 2)
+    return GroupTaskId(str(int(sub)) if sub is not None else "0", int(partition))
+
+
 def task_offsets(
-    active: dict[Any, StreamTask], standbys: StandbyTasks
+    active: dict[Any, StreamTask],
+    standbys: StandbyTasks,
+    on_disk: Mapping[str, int] | None = None,
+    known: Callable[[str], object] = lambda subtopology: True,
 ) -> tuple[dict[GroupTaskId, int], dict[GroupTaskId, int]]:
     """KIP-1071's ``TaskOffsets`` and ``TaskEndOffsets`` of a stream thread: per stateful
     task, the sum of its changelog positions (the offset of the next record to apply) and of
     their end offsets. An active task is at its changelogs' end (it writes them); a standby
-    is where its replay stands, against the end its consumer last heard of."""
+    is where its replay stands, against the end its consumer last heard of. A restoring
+    active task, and every task directory with a checkpoint that no task of the process runs
+    (``on_disk``: :func:`~streamstate.app.state_directory.checkpointed_tasks`, of a
+    sub-topology ``known`` to the topology), are where their checkpoints say, with no end
+    offset: a restarted instance reports the state it holds from its first heartbeat, and the
+    broker's assignor prefers it for those tasks (Kafka 4.4's ``StickyTaskAssignor`` counts
+    reported offsets as a standby's), as Kafka Streams reports the task directories it
+    locks."""
     offsets: dict[GroupTaskId, int] = {}
     ends: dict[GroupTaskId, int] = {}
     for task_id, task in active.items():
         if task.changelogs and not task.restoring:
             position = sum(o + 1 for o in dict(task.changelog_offsets).values())
             offsets[group_task_id(task_id)] = ends[group_task_id(task_id)] = position
-    positions, known = standbys.positions(), standbys.end_offsets()
+        elif task.changelogs and (saved := checkpoint_offset_sum(task.checkpoint_file.path)):
+            offsets[group_task_id(task_id)] = saved
+    positions, heard = standbys.positions(), standbys.end_offsets()
     with standbys._cond:
         changelogs = {t: list(s.next) for t, s in standbys._standbys.items()}
     for task_id, tps in changelogs.items():
         gid = group_task_id(task_id)
         offsets[gid] = sum(positions.get(tp, 0) for tp in tps)
-        ends[gid] = sum(max(known.get(tp, 0), positions.get(tp, 0)) for tp in tps)
+        ends[gid] = sum(max(heard.get(tp, 0), positions.get(tp, 0)) for tp in tps)
+    for name, offset in (on_disk or {}).items():
+        found = directory_task_id(name)
+        if found is not None and known(found.subtopology_id):
+            offsets.setdefault(found, offset)
     return offsets, ends
 
 

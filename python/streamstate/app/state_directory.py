@@ -23,6 +23,9 @@ task of this process holds (:data:`TASK_DIRECTORIES`) and that has not been modi
 than the delay goes. A task that comes back after its changelog was compacted would otherwise
 restore from its old checkpoint, and the deletions compacted away meanwhile would never reach
 it. :func:`clean_app_dir` is ``StreamsApp.clean_up()``: every store of the application.
+
+:func:`checkpointed_tasks` reads what the task directories hold (their ``.checkpoint``), for the
+streams group's ``TaskOffsets`` (``app/standby_task.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from streamstate.errors import ProcessorStateError
+from streamstate.errors import CorruptCheckpointError, ProcessorStateError
+from streamstate.state.checkpoint import OffsetCheckpoint
 
 __all__ = [
     "PROCESS_FILE",
@@ -49,6 +53,8 @@ __all__ = [
     "StateDirectoryCleaner",
     "StateDirectoryLock",
     "TaskDirectories",
+    "checkpoint_offset_sum",
+    "checkpointed_tasks",
     "clean_app_dir",
     "clean_removed_tasks",
     "is_lock_conflict",
@@ -247,6 +253,45 @@ def clean_removed_tasks(
             except OSError as exc:
                 _log.warning("could not delete obsolete state directory %s: %s", entry, exc)
     return deleted
+
+
+def checkpointed_tasks(
+    app_dir: Path, *, directories: TaskDirectories = TASK_DIRECTORIES
+) -> dict[str, int]:
+    """The task directories under ``app_dir`` that hold state and that no task of this process
+    runs (those are reported by their thread, live), by name (``<subtopology>_<p>``, or
+    ``<p>`` for the one-function form), each with :func:`checkpoint_offset_sum`: Kafka's
+    ``TaskManager.getTaskOffsetSums`` for the task directories a thread locks but does not
+    run."""
+    found: dict[str, int] = {}
+    try:
+        entries = sorted(app_dir.iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        if not _TASK_DIRECTORY.fullmatch(entry.name):
+            continue
+        with directories.lock:
+            if directories.held(entry):
+                continue
+        offset = checkpoint_offset_sum(entry / ".checkpoint")
+        if offset is not None:
+            found[entry.name] = offset
+    return found
+
+
+def checkpoint_offset_sum(path: Path) -> int | None:
+    """The sum of a ``.checkpoint``'s changelog positions (the offset after the last record
+    applied, per changelog partition), or ``None`` for no state: no checkpoint, an empty one,
+    or a corrupt or unreadable one (the task would restore from scratch: Kafka wipes a
+    corrupted task). Read without a lock: a checkpoint is replaced by a rename, so a read sees
+    the old file or the new one."""
+    try:
+        offsets = OffsetCheckpoint(path).read()
+    except (CorruptCheckpointError, OSError) as exc:
+        _log.debug("%s: no task offsets reported (%s)", path, exc)
+        return None
+    return sum(offset + 1 for offset in offsets.values()) if offsets else None
 
 
 def clean_app_dir(app_dir: Path) -> None:

@@ -68,7 +68,7 @@ from streamstate.app.metrics import ThreadMetrics
 from streamstate.app.refused_sinks import RefusedSends
 from streamstate.app.sink_timestamps import SinkTimestampLimits
 from streamstate.app.standby_task import StandbyTasks, task_offsets
-from streamstate.app.state_directory import LockedTasks, is_lock_conflict
+from streamstate.app.state_directory import LockedTasks, checkpointed_tasks, is_lock_conflict
 from streamstate.app.state_updater import StateUpdater
 from streamstate.app.streams_group import StreamsGroupMember
 from streamstate.app.streams_membership import StreamsMembership
@@ -207,15 +207,19 @@ class StreamThread(threading.Thread):
             "on_lost": self._on_lost,
         }
         # group.protocol=streams: the broker assigns tasks (app/streams_membership.py).
+        parts, app_dir = TaskPartitions(topology), config.app_dir()
+        known = parts.source_topics
         self.coordinator: ConsumerCoordinator | StreamsMembership = (
             StreamsMembership(
                 streams_member,
                 self.consumer,
-                TaskPartitions(topology),
+                parts,
                 name=name,
                 **callbacks,
                 on_standby=self._on_standby,
-                task_offsets=lambda: task_offsets(self.active_tasks(), self.standbys),
+                task_offsets=lambda: task_offsets(
+                    self.active_tasks(), self.standbys, checkpointed_tasks(app_dir), known
+                ),
             )
             if streams_member is not None
             else ConsumerCoordinator(self.consumer, topology.source_topics, **callbacks)
@@ -462,9 +466,15 @@ class StreamThread(threading.Thread):
             except ProcessorStateError as exc:
                 if not is_lock_conflict(exc):
                     raise
+                self._restoring_from_now()
                 self.locked.retry_later(self.name, task_id, exc)
                 continue
             self.locked.discard({task_id})
+            # Kafka's rule, set here only: a task is RUNNING once its stores are restored; marked
+            # (the thread RESTORING) before queries or the client's state can see it.
+            task.restoring = bool(task.changelogs)
+            if task.restoring:
+                self._restoring_from_now()
             with self._lock:
                 self.tasks[task_id] = task
             created.append(task)
@@ -488,7 +498,6 @@ class StreamThread(threading.Thread):
                         TopicPartition(c.topic, c.partition), decode_partition_time(c.metadata)
                     )
             for task in created:
-                task.restoring = bool(task.changelogs)
                 if task.restoring:
                     self.updater.add(task)
         assignment = self.coordinator.assignment
@@ -512,6 +521,11 @@ class StreamThread(threading.Thread):
         if ready:
             self.consumer.resume(ready)
         self._update_running_state()
+
+    def _restoring_from_now(self) -> None:
+        # Before a task that is not RUNNING (restoring, or waiting for its directory) shows.
+        if not self._stop_requested.is_set():
+            self._set_state(ThreadState.RESTORING)
 
     def _new_task(self, task_id: Any) -> StreamTask:
         return StreamTask(

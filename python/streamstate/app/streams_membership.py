@@ -24,7 +24,9 @@ Standby and warm-up tasks (``num.standby.replicas``, ``docs/rebalancing.md``) go
 thread with every assignment (``on_standby``, after the active tasks, so that a standby made
 active is taken over with its stores open, :mod:`streamstate.app.standby_task`) and are
 reported as owned, as Kafka's ``StreamsMembershipManager`` reports them; the heartbeat carries
-their changelog positions (``TaskOffsets``) so that the broker can tell where state is.
+their changelog positions (``TaskOffsets``) so that the broker can tell where state is, with
+those of every other task directory holding a checkpoint, from the join on (a restarted
+instance gets the tasks whose state it kept).
 """
 
 from __future__ import annotations
@@ -338,7 +340,11 @@ class StreamsMembership:
         return target != owned
 
     def _send_task_offsets(self) -> None:
-        if self._task_offsets is None or time.monotonic() < self._task_offsets_due:
+        # Every join carries them (a restarted or fenced member is new to the assignor, which
+        # places tasks where reported state is), then every _TASK_OFFSETS_S.
+        if self._task_offsets is None:
+            return
+        if self.member.member_epoch > 0 and time.monotonic() < self._task_offsets_due:
             return
         self._task_offsets_due = time.monotonic() + _TASK_OFFSETS_S
         try:
