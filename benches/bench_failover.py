@@ -51,7 +51,7 @@ import pytest
 from benches._common import QUICK
 from benches._kstreams import KSTREAMS_VERSION, FailoverInstance
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from tests.integration.test_standby_tasks import _active, _count_topology, _Restored, _standbys
+from tests.standby_support import Restored, active_tasks, count_topology, standby_tasks
 
 from streamstate import State, StreamsApp
 from streamstate.app.streams_membership import StreamsMembership
@@ -80,7 +80,7 @@ class _Round:
 
     child: subprocess.Popen[bytes]
     survivor: StreamsApp
-    restored: _Restored
+    restored: Restored
     changelog_records: int
     moved: set[int] = field(default_factory=set)
 
@@ -92,8 +92,8 @@ def _start_child(source: str, sink: str, config: dict[str, Any]) -> subprocess.P
         [
             "import time",
             "from streamstate.app import StreamsApp",
-            "from tests.integration.test_standby_tasks import _count_topology",
-            f"app = StreamsApp(_count_topology({source!r}, {sink!r}), {config!r})",
+            "from tests.standby_support import count_topology",
+            f"app = StreamsApp(count_topology({source!r}, {sink!r}), {config!r})",
             "app.start()",
             "time.sleep(86400)",
         ]
@@ -123,15 +123,15 @@ def _prepare(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int) -> _
         "num.standby.replicas": replicas,
     }
     child = _start_child(source, sink, {**config, "state.dir": str(root / "child")})
-    restored = _Restored()
+    restored = Restored()
     survivor = StreamsApp(
-        _count_topology(source, sink),
+        count_topology(source, sink),
         {**config, "state.dir": str(root / "survivor")},
         restore_listener=restored,
     )
     try:
         survivor.start()
-        _wait(lambda: len(_active(survivor)) == 2, "the survivor's two tasks")
+        _wait(lambda: len(active_tasks(survivor)) == 2, "the survivor's two tasks")
         _produce(kafka, source, keys)
         inputs = [KafkaTopicPartition(source, p) for p in range(PARTITIONS)]
         membership = survivor._threads[0].coordinator
@@ -142,7 +142,7 @@ def _prepare(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int) -> _
         )
         ends = kafka.end_offsets(f"{app_id}-counts-changelog")
         if replicas:
-            _wait(lambda: len(_standbys(survivor)) == 2, "the survivor's standbys")
+            _wait(lambda: len(standby_tasks(survivor)) == 2, "the survivor's standbys")
 
             def caught_up() -> bool:
                 positions = {
@@ -153,7 +153,7 @@ def _prepare(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int) -> _
                 return len(positions) == 2 and all(ends[p] <= o for p, o in positions.items())
 
             _wait(caught_up, "the standbys replaying the whole changelog")
-        moved = {p for p in range(PARTITIONS)} - {t.partition for t in _active(survivor)}
+        moved = {p for p in range(PARTITIONS)} - {t.partition for t in active_tasks(survivor)}
         restored.records.clear()
     except BaseException:
         child.send_signal(signal.SIGKILL)
@@ -164,7 +164,7 @@ def _prepare(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int) -> _
 
 
 def _processing_every_partition(app: StreamsApp) -> bool:
-    active = _active(app)
+    active = active_tasks(app)
     return (
         len(active) == PARTITIONS
         and not any(t.restoring for t in active.values())

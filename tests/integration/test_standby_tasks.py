@@ -20,14 +20,13 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 from tests.apps import start_app_child, wait_until
+from tests.standby_support import Restored, active_tasks, count_topology, standby_tasks
 
-from streamstate import Serdes, State, StreamsApp, StreamsBuilder
+from streamstate import Serdes, State, StreamsApp
 from streamstate.app.standby_replicas import GROUP_STANDBY_REPLICAS
 from streamstate.app.streams_membership import StreamsMembership
 from streamstate.errors import StreamsError
 from streamstate.kafka_local import KafkaTestCluster
-from streamstate.records import TopicPartition
-from streamstate.state.restorer import StateRestoreListener
 
 STRING = Serdes.String()
 LONG = Serdes.Long()
@@ -35,41 +34,9 @@ KEYS = 20_000
 TIMEOUT = 180.0
 
 
-def _count_topology(source: str, sink: str) -> Any:
-    builder = StreamsBuilder()
-    (
-        builder.stream(source, key_serde=STRING, value_serde=STRING)
-        .group_by_key()
-        .count(materialized="counts")
-        .to_stream()
-        .to(sink, value_serde=LONG)
-    )
-    return builder.build()
-
-
-class _Restored(StateRestoreListener):
-    """Counts the changelog records restored, per changelog partition."""
-
-    def __init__(self) -> None:
-        self.records: dict[TopicPartition, int] = {}
-
-    def on_batch_restored(
-        self, tp: TopicPartition, store_name: str, batch_end_offset: int, num_restored: int
-    ) -> None:
-        self.records[tp] = self.records.get(tp, 0) + num_restored
-
-
-def _active(app: StreamsApp) -> dict[Any, Any]:
-    return {tid: task for t in app._threads for tid, task in t.active_tasks().items()}
-
-
-def _standbys(app: StreamsApp) -> set[Any]:
-    return {tid for t in app._threads for tid in t.standbys.task_ids}
-
-
 def _kill_the_active_instance(
     kafka: KafkaTestCluster, tmp_path: Path, standby_replicas: int, apps: list[StreamsApp]
-) -> tuple[StreamsApp, _Restored, dict[int, int], dict[int, int]]:
+) -> tuple[StreamsApp, Restored, dict[int, int], dict[int, int]]:
     """Runs the scenario of the module doc; returns the survivor (RUNNING every task), what
     it restored after the kill, the changelog's end offsets and which partitions the child
     ran (partition -> its changelog end offset)."""
@@ -84,20 +51,20 @@ def _kill_the_active_instance(
         "num.standby.replicas": standby_replicas,
     }
     child = start_app_child(
-        "from tests.integration.test_standby_tasks import _count_topology",
-        f"_count_topology({source!r}, {sink!r})",
+        "from tests.standby_support import count_topology",
+        f"count_topology({source!r}, {sink!r})",
         {**config, "state.dir": str(tmp_path / "child")},
     )
-    restored = _Restored()
+    restored = Restored()
     survivor = StreamsApp(
-        _count_topology(source, sink),
+        count_topology(source, sink),
         {**config, "state.dir": str(tmp_path / "survivor")},
         restore_listener=restored,
     )
     apps.append(survivor)
     try:
         survivor.start()
-        wait_until(lambda: len(_active(survivor)) == 2, "the survivor's two tasks", TIMEOUT)
+        wait_until(lambda: len(active_tasks(survivor)) == 2, "the survivor's two tasks", TIMEOUT)
         # Produced once the tasks are split: the child's changelogs are written by the child
         # alone (the survivor, first to join, would otherwise process everything itself).
         kafka.produce(source, [(f"key-{i:05d}".encode(), b"x") for i in range(KEYS)])
@@ -114,7 +81,9 @@ def _kill_the_active_instance(
         assert sum(ends.values()) >= KEYS
         # ... and, with standbys, the survivor's standbys at the changelog's end.
         if standby_replicas:
-            wait_until(lambda: len(_standbys(survivor)) == 2, "the survivor's standbys", TIMEOUT)
+            wait_until(
+                lambda: len(standby_tasks(survivor)) == 2, "the survivor's standbys", TIMEOUT
+            )
 
             def caught_up() -> bool:
                 positions = {
@@ -126,7 +95,7 @@ def _kill_the_active_instance(
 
             wait_until(caught_up, "the standbys replaying the whole changelog", TIMEOUT)
         child_partitions = {
-            p: ends[p] for p in range(4) if p not in {t.partition for t in _active(survivor)}
+            p: ends[p] for p in range(4) if p not in {t.partition for t in active_tasks(survivor)}
         }
         # Queries with stale stores answer from the standbys (as current as their replay).
         stale = {
@@ -139,8 +108,8 @@ def _kill_the_active_instance(
         child.wait(30)
     wait_until(
         lambda: (
-            len(_active(survivor)) == 4
-            and not any(t.restoring for t in _active(survivor).values())
+            len(active_tasks(survivor)) == 4
+            and not any(t.restoring for t in active_tasks(survivor).values())
             and survivor.state is State.RUNNING
         ),
         "the survivor RUNNING every task",
@@ -192,7 +161,7 @@ def test_num_standby_replicas_is_set_on_the_group_and_a_refused_value_fails_star
 
     def app(replicas: int) -> StreamsApp:
         made = StreamsApp(
-            _count_topology(source, sink),
+            count_topology(source, sink),
             {
                 "application.id": f"standby-cfg-{uuid.uuid4().hex[:8]}",
                 "bootstrap.servers": kafka.bootstrap_servers,

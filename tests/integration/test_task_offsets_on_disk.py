@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from tests.apps import wait_until
-from tests.integration.test_standby_tasks import _active, _count_topology, _Restored
+from tests.standby_support import Restored, active_tasks, count_topology
 
 from streamstate import State, StreamsApp
 from streamstate.app.streams_group import StreamsGroupMember, TaskId
@@ -39,14 +39,14 @@ TIMEOUT = 120.0
 
 
 def _partitions(app: StreamsApp) -> set[int]:
-    return {t.partition for t in _active(app).values()}
+    return {t.partition for t in active_tasks(app).values()}
 
 
 def _running_two_each(apps: list[StreamsApp]) -> bool:
     return all(
         a.state is State.RUNNING
-        and len(_active(a)) == 2
-        and not any(t.restoring for t in _active(a).values())
+        and len(active_tasks(a)) == 2
+        and not any(t.restoring for t in active_tasks(a).values())
         for a in apps
     )
 
@@ -65,10 +65,10 @@ def test_a_restarted_instance_reports_its_task_directories_and_gets_those_tasks_
     kept_dir = tmp_path / "kept"
 
     # 1. One instance runs every task, then stops cleanly (checkpoints written on close).
-    first = StreamsApp(_count_topology(source, sink), {**config, "state.dir": str(kept_dir)})
+    first = StreamsApp(count_topology(source, sink), {**config, "state.dir": str(kept_dir)})
     apps.append(first)
     first.start()
-    wait_until(lambda: len(_active(first)) == 4, "the first instance's four tasks", TIMEOUT)
+    wait_until(lambda: len(active_tasks(first)) == 4, "the first instance's four tasks", TIMEOUT)
     kafka.produce(source, [(f"key-{i:05d}".encode(), b"x") for i in range(KEYS)])
     membership = first._threads[0].coordinator
     assert isinstance(membership, StreamsMembership)
@@ -116,12 +116,10 @@ def test_a_restarted_instance_reports_its_task_directories_and_gets_those_tasks_
     monkeypatch.setattr(StreamsGroupMember, "set_task_offsets", spy)
 
     # 3. A peer with no state joins first, then the restarted instance.
-    restored = _Restored()
-    peer = StreamsApp(
-        _count_topology(source, sink), {**config, "state.dir": str(tmp_path / "peer")}
-    )
+    restored = Restored()
+    peer = StreamsApp(count_topology(source, sink), {**config, "state.dir": str(tmp_path / "peer")})
     restarted = StreamsApp(
-        _count_topology(source, sink),
+        count_topology(source, sink),
         {**config, "state.dir": str(kept_dir)},
         restore_listener=restored,
     )

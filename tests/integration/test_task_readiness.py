@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.apps import wait_until
-from tests.integration.test_standby_tasks import _active, _count_topology
+from tests.standby_support import active_tasks, count_topology
 
 from streamstate import State, StreamsApp
 from streamstate.app.streams_membership import StreamsMembership
@@ -60,7 +60,7 @@ class _HoldRestoreEnd(StateRestoreListener):
 
 def _status(app: StreamsApp, partition: int) -> tuple[State, bool]:
     """The client's state and whether the active task of ``partition`` says it restores."""
-    tasks = {t.partition: t for t in _active(app).values()}
+    tasks = {t.partition: t for t in active_tasks(app).values()}
     return app.state, tasks[partition].restoring
 
 
@@ -76,17 +76,17 @@ def test_a_task_taken_over_is_restoring_until_its_store_answers(
     }
     held = _HoldRestoreEnd()
     taker = StreamsApp(
-        _count_topology(source, sink),
+        count_topology(source, sink),
         {**config, "state.dir": str(tmp_path / "taker")},
         restore_listener=held,
     )
-    leaver = StreamsApp(_count_topology(source, sink), {**config, "state.dir": str(tmp_path / "b")})
+    leaver = StreamsApp(count_topology(source, sink), {**config, "state.dir": str(tmp_path / "b")})
     apps.extend([taker, leaver])
     taker.start()
-    wait_until(lambda: len(_active(taker)) == 4, "the first instance's four tasks", TIMEOUT)
+    wait_until(lambda: len(active_tasks(taker)) == 4, "the first instance's four tasks", TIMEOUT)
     leaver.start()
     wait_until(
-        lambda: len(_active(taker)) == 2 and len(_active(leaver)) == 2,
+        lambda: len(active_tasks(taker)) == 2 and len(active_tasks(leaver)) == 2,
         "the tasks split two and two",
         TIMEOUT,
     )
@@ -99,7 +99,7 @@ def test_a_task_taken_over_is_restoring_until_its_store_answers(
         "every input record committed",
         TIMEOUT,
     )
-    moved = sorted(t.partition for t in _active(leaver).values())
+    moved = sorted(t.partition for t in active_tasks(leaver).values())
     held.partitions = set(moved)
 
     # Hook 1: the taker's read of the moved tasks' committed offsets waits for the test.
@@ -116,7 +116,7 @@ def test_a_task_taken_over_is_restoring_until_its_store_answers(
     try:
         leaver.close()
         assert reached.wait(TIMEOUT), "the taker never created the moved tasks"
-        created = [p for p in moved if p in {t.partition for t in _active(taker).values()}]
+        created = [p for p in moved if p in {t.partition for t in active_tasks(taker).values()}]
         assert created, "the hook held the thread before it created a moved task"
         for partition in created:
             state, restoring = _status(taker, partition)
@@ -141,8 +141,8 @@ def test_a_task_taken_over_is_restoring_until_its_store_answers(
     wait_until(
         lambda: (
             taker.state is State.RUNNING
-            and len(_active(taker)) == 4
-            and not any(t.restoring for t in _active(taker).values())
+            and len(active_tasks(taker)) == 4
+            and not any(t.restoring for t in active_tasks(taker).values())
         ),
         "the taker RUNNING every task",
         TIMEOUT,
