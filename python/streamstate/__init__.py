@@ -17,6 +17,7 @@ from streamstate.app import (
     StreamThreadExceptionResponse,
     Topology,
 )
+from streamstate.app.thread_metadata import TaskMetadata, ThreadMetadata
 from streamstate.dsl import (
     BufferConfig,
     EmitStrategy,
@@ -40,6 +41,7 @@ from streamstate.dsl import (
     Windowed,
 )
 from streamstate.errors import (
+    AuthenticationError,
     CorruptCheckpointError,
     DeserializationError,
     InvalidStateStoreError,
@@ -47,6 +49,8 @@ from streamstate.errors import (
     InvalidTimestampError,
     NoSuchElementError,
     ProcessorStateError,
+    SaslAuthenticationError,
+    SslAuthenticationError,
     StateStoreFailError,
     StateStoreMigratedError,
     StateStoreNotAvailableError,
@@ -90,6 +94,7 @@ from streamstate.state.stores import (
 
 __all__ = [
     "NOT_KNOWN",
+    "AuthenticationError",
     "BufferConfig",
     "Cancellable",
     "ConsumerRecord",
@@ -122,11 +127,13 @@ __all__ = [
     "RecordMetadata",
     "RecordQueue",
     "RestoredBatch",
+    "SaslAuthenticationError",
     "Serde",
     "Serdes",
     "SessionWindowedKStream",
     "SessionWindows",
     "SlidingWindows",
+    "SslAuthenticationError",
     "StampedRecord",
     "State",
     "StateRestoreListener",
@@ -146,7 +153,9 @@ __all__ = [
     "Suppressed",
     "TaskCorruptedError",
     "TaskId",
+    "TaskMetadata",
     "TaskMigratedError",
+    "ThreadMetadata",
     "TimeWindowedKStream",
     "TimeWindows",
     "TimestampType",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AuthenticationError",
     "CorruptCheckpointError",
     "DeserializationError",
     "InvalidStateStoreError",
@@ -20,6 +21,8 @@ __all__ = [
     "InvalidTimestampError",
     "NoSuchElementError",
     "ProcessorStateError",
+    "SaslAuthenticationError",
+    "SslAuthenticationError",
     "StateStoreFailError",
     "StateStoreMigratedError",
     "StateStoreNotAvailableError",
@@ -132,6 +135,24 @@ class TopologyError(StreamsError, ValueError):
     """A topology that cannot run (Kafka's ``TopologyException``): a duplicate or unknown name,
     a cycle, a store connected to no processor, source topics of one sub-topology that are not
     co-partitioned, an internal topic with the wrong partition count. Also a ``ValueError``."""
+
+
+class AuthenticationError(StreamsError):
+    """The cluster refused this client's credentials (Kafka's ``AuthenticationException``):
+    a wrong password, an unknown user, a mechanism the listener lacks, a certificate either
+    side does not trust. Never retried, since retrying cannot fix it; the subclass says which
+    layer refused, and the message names the broker (and the SASL mechanism)."""
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed (Kafka's ``SaslAuthenticationException``): the message names
+    the mechanism and carries the broker's own words."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed (Kafka's ``SslAuthenticationException``): an untrusted or
+    mismatched broker certificate, or a listener that requires a client certificate
+    (``ssl.client.auth=required``) and got none it trusts."""
 
 
 class NoSuchElementError(StreamsError, LookupError):

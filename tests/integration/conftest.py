@@ -68,9 +68,9 @@ def restore_fetch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    """A broker of the module's own, with SASL_PLAINTEXT (PLAIN) and SSL listeners beside the
-    PLAINTEXT one (``LocalKafka(secure_listeners=True)``); no other module shares it, so its
-    tests may stop, kill and damage it."""
+    """A broker of the module's own, with SASL_PLAINTEXT, SSL, SASL_SSL and mutual-TLS
+    listeners beside the PLAINTEXT one (``LocalKafka(secure_listeners=True)``); no other
+    module shares it, so its tests may stop, kill and damage it."""
     kafka = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure_listeners=True)
     kafka.start(fresh=True)
     try:

@@ -20,8 +20,8 @@ from confluent_kafka import Producer
 from streamstate import (
     PersistentKeyValueStore,
     ProcessorStateError,
+    SaslAuthenticationError,
     StateRestoreListener,
-    StreamsError,
 )
 from streamstate.kafka_local import KafkaTestCluster, LocalKafka
 from streamstate.records import TopicPartition
@@ -89,9 +89,10 @@ def test_a_wrong_sasl_password_is_a_clear_error(
         "sasl.username": LocalKafka.SASL_USER,
         "sasl.password": "wrong",
     }
-    with pytest.raises(StreamsError) as caught:
+    with pytest.raises(SaslAuthenticationError) as caught:
         restore_topic(sasl, topic, tmp_path, consumer_config=config, stall_timeout_s=5)
     assert caught.value.topic == topic
+    assert "sasl.mechanism=PLAIN" in str(caught.value)
     # The refusal itself, reported at once, not a metadata timeout 30 s later.
     assert "Authentication failed" in str(caught.value), str(caught.value)
 

@@ -1,12 +1,15 @@
 """``group.protocol="streams"`` on a secured cluster: the streams group member (our own client,
-``rust/group``) authenticates with SASL on the SASL_PLAINTEXT listener and connects with TLS on
-the SSL listener, as librdkafka does for the app's other clients.
+``rust/group``) authenticates with SASL on the SASL_PLAINTEXT and SASL_SSL listeners and
+connects with TLS on the SSL listener and, with a client certificate, on the mutual-TLS one, as
+librdkafka does for the app's other clients.
 
 The module's broker (``secure_broker``) enables PLAIN and SCRAM-SHA-256/512 on its SASL
-listener; SCRAM users are created here through the PLAINTEXT listener, which the test itself
-also produces and checks through. Each mechanism runs the same app: it joins, is assigned all
-four tasks, counts every record exactly and commits every input offset. A wrong password fails
-``start()`` at once with the error naming the mechanism and the broker's message.
+listeners; SCRAM users are created here through the PLAINTEXT listener, which the test itself
+also produces and checks through. Each listener and mechanism runs the same app: it joins, is
+assigned all four tasks, counts every record exactly and commits every input offset. A wrong
+password fails ``start()`` and the member at once with a ``SaslAuthenticationError`` naming the
+mechanism and the broker's message; an untrusted broker certificate or a missing client
+certificate with an ``SslAuthenticationError`` naming the broker.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ from streamstate.app.streams_group import (
     StreamsGroupTopology,
     Subtopology,
 )
-from streamstate.errors import StreamsError
+from streamstate.errors import (
+    SaslAuthenticationError,
+    SslAuthenticationError,
+)
 from streamstate.kafka_local import KafkaTestCluster, LocalKafka
 
 _SCRAM = {
@@ -59,13 +65,70 @@ def _credentials(cluster: KafkaTestCluster, mechanism: str) -> tuple[str, str]:
     return user, password
 
 
-def _secured(mechanism: str, user: str, password: str) -> dict[str, Any]:
+def _secured(
+    mechanism: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT"
+) -> dict[str, Any]:
     return {
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": protocol,
         "sasl.mechanism": mechanism,
         "sasl.username": user,
         "sasl.password": password,
     }
+
+
+def _member(servers: str, settings: dict[str, Any], prefix: str) -> StreamsGroupMember:
+    """A streams group member of a new group with connection ``settings`` (nothing sent yet)."""
+    return StreamsGroupMember.from_config(
+        {
+            "bootstrap.servers": servers,
+            "application.id": f"{prefix}-{uuid.uuid4().hex[:8]}",
+            **settings,
+        },
+        StreamsGroupTopology((Subtopology("0", ("t",)),)),
+        process_id=str(uuid.uuid4()),
+    )
+
+
+def _counts_exactly(
+    cluster: KafkaTestCluster,
+    servers: str,
+    settings: dict[str, Any],
+    tmp_path: Path,
+    apps: list[StreamsApp],
+    *,
+    what: str,
+) -> None:
+    """Runs the counting app with every client on ``servers`` with connection ``settings``:
+    it joins the streams group, is given all four tasks, counts every record exactly and
+    commits every input offset (read back through PLAINTEXT); then it leaves the group."""
+    source, sink = cluster.create_topic(partitions=4), cluster.create_topic(partitions=4)
+    expected: collections.Counter[str] = collections.Counter()
+    _produce(cluster, source, 5, expected)
+    app_id = f"secure-streams-{uuid.uuid4().hex[:8]}"
+    app = StreamsApp(
+        _count_topology(source, sink),
+        {
+            "application.id": app_id,
+            # Every client of the app, the streams group member included, uses this listener.
+            "bootstrap.servers": servers,
+            "state.dir": str(tmp_path),
+            "commit.interval.ms": 200,
+            "group.protocol": "streams",
+            **settings,
+        },
+    )
+    apps.append(app)
+    app.start()
+    wait_until(lambda: _store_counts([app]) == dict(expected), f"every record counted {what}")
+    # The broker's streams assignor gave the one member all four tasks.
+    assert sorted(task.partition for task in _tasks(app).values()) == [0, 1, 2, 3]
+    assert app.close(30)
+    topology = StreamsGroupTopology((Subtopology("0", (source,)),))
+    reader = StreamsGroupMember(cluster.bootstrap_servers, app_id, topology)
+    committed = reader._member.committed_offsets([(source, p) for p in range(4)])
+    assert [code for *_, code in committed] == [0, 0, 0, 0]
+    assert sum(offset for _, _, offset, _, _ in committed) == sum(expected.values()) == 200
+    assert reader.describe().members == ()
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -79,43 +142,24 @@ def test_a_streams_app_authenticates_joins_processes_and_commits(
     sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     user, password = _credentials(secure_cluster, mechanism)
-    source, sink = (
-        secure_cluster.create_topic(partitions=4),
-        secure_cluster.create_topic(partitions=4),
-    )
-    expected: collections.Counter[str] = collections.Counter()
-    _produce(secure_cluster, source, 5, expected)
-    app_id = f"sasl-streams-{uuid.uuid4().hex[:8]}"
-    app = StreamsApp(
-        _count_topology(source, sink),
-        {
-            "application.id": app_id,
-            # Every client of the app, the streams group member included, uses the SASL
-            # listener only.
-            "bootstrap.servers": sasl,
-            "state.dir": str(tmp_path),
-            "commit.interval.ms": 200,
-            "group.protocol": "streams",
-            **_secured(mechanism, user, password),
-        },
-    )
-    apps.append(app)
-    app.start()
-    wait_until(
-        lambda: _store_counts([app]) == dict(expected),
-        f"every record counted over SASL/{mechanism}",
-    )
-    # The broker's streams assignor gave the one member all four tasks.
-    assert sorted(task.partition for task in _tasks(app).values()) == [0, 1, 2, 3]
-    assert app.close(30)
-    # Every input offset was committed by the member (read back through PLAINTEXT).
-    topology = StreamsGroupTopology((Subtopology("0", (source,)),))
-    reader = StreamsGroupMember(secure_cluster.bootstrap_servers, app_id, topology)
-    committed = reader._member.committed_offsets([(source, p) for p in range(4)])
-    assert [code for *_, code in committed] == [0, 0, 0, 0]
-    assert sum(offset for _, _, offset, _, _ in committed) == sum(expected.values()) == 200
-    description = reader.describe()
-    assert description.members == ()
+    settings = _secured(mechanism, user, password)
+    _counts_exactly(secure_cluster, sasl, settings, tmp_path, apps, what=f"over SASL/{mechanism}")
+
+
+def test_a_streams_app_over_sasl_ssl_joins_processes_and_commits(
+    secure_broker: LocalKafka,
+    secure_cluster: KafkaTestCluster,
+    tmp_path: Path,
+    apps: list[StreamsApp],
+) -> None:
+    servers = secure_broker.sasl_ssl_servers
+    assert servers is not None
+    user, password = _credentials(secure_cluster, "SCRAM-SHA-512")
+    settings = {
+        **_secured("SCRAM-SHA-512", user, password, protocol="SASL_SSL"),
+        "ssl.ca.location": str(secure_broker.ssl_ca_location),
+    }
+    _counts_exactly(secure_cluster, servers, settings, tmp_path, apps, what="over SASL_SSL")
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
@@ -125,19 +169,9 @@ def test_a_wrong_password_fails_the_member_at_once_naming_the_mechanism(
     sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     user, _ = _credentials(secure_cluster, mechanism)
-    source = secure_cluster.create_topic(partitions=1)
-    topology = StreamsGroupTopology((Subtopology("0", (source,)),))
-    member = StreamsGroupMember.from_config(
-        {
-            "bootstrap.servers": sasl,
-            "application.id": f"sasl-bad-{uuid.uuid4().hex[:8]}",
-            **_secured(mechanism, user, "not-the-password"),
-        },
-        topology,
-        process_id=str(uuid.uuid4()),
-    )
+    member = _member(sasl, _secured(mechanism, user, "not-the-password"), "sasl-bad")
     began = time.monotonic()
-    with pytest.raises(StreamsError) as raised:
+    with pytest.raises(SaslAuthenticationError) as raised:
         member.describe()
     message = str(raised.value)
     assert f"SASL authentication with {mechanism} to the broker at {sasl} failed" in message
@@ -154,36 +188,27 @@ def test_a_streams_app_over_tls_joins_processes_and_commits(
     tmp_path: Path,
     apps: list[StreamsApp],
 ) -> None:
-    ssl, ca = secure_broker.ssl_servers, secure_broker.ssl_ca_location
-    assert ssl is not None and ca is not None
-    source, sink = (
-        secure_cluster.create_topic(partitions=4),
-        secure_cluster.create_topic(partitions=4),
-    )
-    expected: collections.Counter[str] = collections.Counter()
-    _produce(secure_cluster, source, 5, expected)
-    app_id = f"ssl-streams-{uuid.uuid4().hex[:8]}"
-    app = StreamsApp(
-        _count_topology(source, sink),
-        {
-            "application.id": app_id,
-            "bootstrap.servers": ssl,
-            "state.dir": str(tmp_path),
-            "commit.interval.ms": 200,
-            "group.protocol": "streams",
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(ca),
-        },
-    )
-    apps.append(app)
-    app.start()
-    wait_until(lambda: _store_counts([app]) == dict(expected), "every record counted over TLS")
-    assert sorted(task.partition for task in _tasks(app).values()) == [0, 1, 2, 3]
-    assert app.close(30)
-    topology = StreamsGroupTopology((Subtopology("0", (source,)),))
-    reader = StreamsGroupMember(secure_cluster.bootstrap_servers, app_id, topology)
-    committed = reader._member.committed_offsets([(source, p) for p in range(4)])
-    assert sum(offset for _, _, offset, _, code in committed if code == 0) == 200
+    ssl = secure_broker.ssl_servers
+    assert ssl is not None
+    settings = {"security.protocol": "SSL", "ssl.ca.location": str(secure_broker.ssl_ca_location)}
+    _counts_exactly(secure_cluster, ssl, settings, tmp_path, apps, what="over TLS")
+
+
+def test_a_streams_app_over_mutual_tls_joins_processes_and_commits(
+    secure_broker: LocalKafka,
+    secure_cluster: KafkaTestCluster,
+    tmp_path: Path,
+    apps: list[StreamsApp],
+) -> None:
+    mtls = secure_broker.mtls_servers
+    assert mtls is not None
+    settings = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(secure_broker.ssl_ca_location),
+        "ssl.certificate.location": str(secure_broker.ssl_client_certificate_location),
+        "ssl.key.location": str(secure_broker.ssl_client_key_location),
+    }
+    _counts_exactly(secure_cluster, mtls, settings, tmp_path, apps, what="over mutual TLS")
 
 
 def test_an_untrusted_broker_certificate_fails_the_member_at_once(
@@ -192,19 +217,82 @@ def test_an_untrusted_broker_certificate_fails_the_member_at_once(
     ssl = secure_broker.ssl_servers
     assert ssl is not None
     # No ssl.ca.location: the system's CAs do not trust the broker's self-signed certificate.
-    member = StreamsGroupMember.from_config(
-        {
-            "bootstrap.servers": ssl,
-            "application.id": f"ssl-bad-{uuid.uuid4().hex[:8]}",
-            "security.protocol": "SSL",
-        },
-        StreamsGroupTopology((Subtopology("0", ("t",)),)),
-        process_id=str(uuid.uuid4()),
-    )
+    member = _member(ssl, {"security.protocol": "SSL"}, "ssl-bad")
     with pytest.raises(
-        StreamsError, match=rf"TLS handshake with the broker at {ssl} failed.*verif"
+        SslAuthenticationError, match=rf"TLS handshake with the broker at {ssl} failed.*verif"
     ):
         member.describe()
+
+
+def test_a_missing_client_certificate_fails_the_member_and_start_at_once(
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path
+) -> None:
+    mtls = secure_broker.mtls_servers
+    assert mtls is not None
+    # The broker's certificate is trusted; the listener requires one of the client's too.
+    settings = {"security.protocol": "SSL", "ssl.ca.location": str(secure_broker.ssl_ca_location)}
+    began = time.monotonic()
+    # The member: under TLS 1.3 the broker's refusal arrives after the client's side of the
+    # handshake; it is still the handshake's failure, not a connection to retry.
+    with pytest.raises(
+        SslAuthenticationError, match=rf"TLS handshake with the broker at {mtls} failed"
+    ):
+        _member(mtls, settings, "mtls-bad").describe()
+    assert time.monotonic() - began < 15
+    source, sink = secure_cluster.create_topic(), secure_cluster.create_topic()
+    app = StreamsApp(
+        _count_topology(source, sink),
+        {
+            "application.id": f"mtls-bad-app-{uuid.uuid4().hex[:8]}",
+            "bootstrap.servers": mtls,
+            "state.dir": str(tmp_path),
+            "group.protocol": "streams",
+            **settings,
+        },
+    )
+    began = time.monotonic()
+    # start(): the app's admin client (librdkafka) connects first; its refusal is as quick.
+    with pytest.raises(
+        SslAuthenticationError, match=rf"TLS handshake with the broker at .*{mtls}.* failed"
+    ):
+        app.start()
+    assert time.monotonic() - began < 15
+    app.close(5)
+
+
+def test_a_wrong_password_over_sasl_ssl_fails_the_member_and_start_at_once(
+    secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path
+) -> None:
+    servers = secure_broker.sasl_ssl_servers
+    assert servers is not None
+    user, _ = _credentials(secure_cluster, "SCRAM-SHA-512")
+    settings = {
+        **_secured("SCRAM-SHA-512", user, "not-the-password", protocol="SASL_SSL"),
+        "ssl.ca.location": str(secure_broker.ssl_ca_location),
+    }
+    began = time.monotonic()
+    with pytest.raises(
+        SaslAuthenticationError,
+        match=rf"SASL authentication with SCRAM-SHA-512 to the broker at {servers} failed",
+    ):
+        _member(servers, settings, "sasl-ssl-bad").describe()
+    assert time.monotonic() - began < 15
+    source, sink = secure_cluster.create_topic(), secure_cluster.create_topic()
+    app = StreamsApp(
+        _count_topology(source, sink),
+        {
+            "application.id": f"sasl-ssl-bad-app-{uuid.uuid4().hex[:8]}",
+            "bootstrap.servers": servers,
+            "state.dir": str(tmp_path),
+            "group.protocol": "streams",
+            **settings,
+        },
+    )
+    began = time.monotonic()
+    with pytest.raises(SaslAuthenticationError, match=r"SCRAM-SHA-512"):
+        app.start()
+    assert time.monotonic() - began < 15
+    app.close(5)
 
 
 def test_a_wrong_scram_password_fails_start_with_a_clear_error(
@@ -229,7 +317,7 @@ def test_a_wrong_scram_password_fails_start_with_a_clear_error(
     )
     began = time.monotonic()
     # The app's admin client (librdkafka) logs in first; its failure is reported at once too.
-    with pytest.raises(StreamsError, match=r"authentication .* failed.*SCRAM-SHA-256"):
+    with pytest.raises(SaslAuthenticationError, match=r"authentication .* failed.*SCRAM-SHA-256"):
         app.start()
     assert time.monotonic() - began < 15
     app.close(5)

@@ -63,6 +63,8 @@ _KNOWN = {
     "application.server",
     "num.standby.replicas",
     "python.gc.freeze",
+    "query.server.enabled",
+    "query.server.forward.timeout.ms",
 }
 DEFAULT_STATE_CLEANUP_DELAY_MS = 600_000
 """``state.cleanup.delay.ms``'s default (Kafka's): ten minutes."""
@@ -90,7 +92,10 @@ class StreamsConfig:
     endpoint, shared with the group under the streams protocol. ``python.gc.freeze``
     (``True`` by default; not Kafka's) freezes Python's heap as the client starts, so that the
     cyclic collector's full collections during processing skip it
-    (``app/garbage_collection.py``).
+    (``app/garbage_collection.py``). ``query.server.enabled`` (``False`` by default; not
+    Kafka's) serves key lookups over HTTP at ``application.server``, forwarding each to the
+    instance holding the key, within ``query.server.forward.timeout.ms``
+    (``app/query_server.py``).
     """
 
     application_id: str
@@ -126,6 +131,9 @@ class StreamsConfig:
     num_standby_replicas: int | None = None
     # Not Kafka's: gc.freeze() of the heap at start (app/garbage_collection.py).
     python_gc_freeze: bool = True
+    # Not Kafka's: the HTTP query endpoint at application.server (app/query_server.py).
+    query_server_enabled: bool = False
+    query_server_forward_timeout_ms: int = 5_000
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -226,6 +234,8 @@ class StreamsConfig:
             application_server=_application_server(config),
             num_standby_replicas=_standby_replicas(config),
             python_gc_freeze=_flag(config, "python.gc.freeze", True),
+            query_server_enabled=_query_server(config),
+            query_server_forward_timeout_ms=_forward_timeout(config),
         )
 
     @property
@@ -249,6 +259,7 @@ _INTEGER_CONFIGS = (
     "commit.interval.ms",
     "max.task.idle.ms",
     "session.timeout.ms",
+    "query.server.forward.timeout.ms",
 )
 
 
@@ -330,6 +341,23 @@ def _application_server(config: Mapping[str, Any]) -> str | None:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"application.server must be host:port, not {value!r}")
     return str(value)
+
+
+def _query_server(config: Mapping[str, Any]) -> bool:
+    enabled = _flag(config, "query.server.enabled", False)
+    if enabled and _application_server(config) is None:
+        raise ValueError(
+            "query.server.enabled=true needs application.server (host:port): the query "
+            "endpoint listens there (docs/rebalancing.md)"
+        )
+    return enabled
+
+
+def _forward_timeout(config: Mapping[str, Any]) -> int:
+    timeout = int(config.get("query.server.forward.timeout.ms", 5_000))
+    if timeout < 1:
+        raise ValueError(f"query.server.forward.timeout.ms must be at least 1, not {timeout}")
+    return timeout
 
 
 def _dead_letter_topic(config: Mapping[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ from streamstate.app.streams_group import (
 from streamstate.app.task_assignment import group_topology
 from streamstate.app.topology import Topology
 from streamstate.clients.config import CONSUMER_PREFIX
-from streamstate.errors import StreamsError
+from streamstate.errors import AuthenticationError, StreamsError
 from streamstate.records import TopicPartition
 
 __all__ = [
@@ -203,15 +203,15 @@ def new_streams_member(
 
 def check_streams_broker(member: StreamsGroupMember) -> None:
     """Raises the member's :class:`StreamsError` when the broker lacks the streams rebalance
-    protocol (naming the broker and ``group.protocol=classic``) or SASL authentication fails
-    (naming the mechanism and the broker's message); other answers (the group does not exist
-    yet, say) are fine here."""
+    protocol (naming the broker and ``group.protocol=classic``), and its
+    :class:`~streamstate.errors.AuthenticationError` when SASL authentication (naming the
+    mechanism and the broker's message) or the TLS handshake fails; other answers (the group
+    does not exist yet, say) are fine here."""
     try:
         member.describe()
+    except AuthenticationError:
+        # A wrong password or an untrusted certificate will not heal: fail start().
+        raise
     except StreamsError as exc:
-        # A wrong password (or a mechanism the listener lacks) will not heal: fail start().
-        text = str(exc)
-        if "does not support the streams rebalance protocol" in text or (
-            "SASL authentication with" in text or "TLS handshake with" in text
-        ):
+        if "does not support the streams rebalance protocol" in str(exc):
             raise

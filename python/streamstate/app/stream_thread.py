@@ -234,15 +234,19 @@ class StreamThread(threading.Thread):
         )
         # Sink records the broker would refuse for their timestamp are refused here, before
         # they could fail their batch or doom the transaction (app/sink_timestamps.py).
+        # Named as Kafka Streams names its admin client (ThreadMetadata.admin_client_id).
+        admin_id = {"client.id": f"{config.client_id}-admin"}
         self._sink_limits = SinkTimestampLimits(
-            lambda: AdminClient(admin_config(servers, overrides=overrides))
+            lambda: AdminClient(admin_config(servers, overrides=overrides, **admin_id))
         )
         # Under exactly-once, the sink sends the broker refused, remembered across the aborts
         # that isolate and drop them (app/refused_sinks.py).
         self._refused_sends = RefusedSends()
         repartitions = topology.repartition_topics
         self._purger = RepartitionPurger(
-            AdminClient(admin_config(servers, overrides=overrides)) if repartitions else None,
+            AdminClient(admin_config(servers, overrides=overrides, **admin_id))
+            if repartitions
+            else None,
             repartitions,
         )
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from streamstate.app.config import StreamsConfig
@@ -33,6 +33,7 @@ from streamstate.app.key_metadata import (
 )
 from streamstate.app.metrics import RestoreMetrics
 from streamstate.app.queries import ReadOnlyKeyValueStore
+from streamstate.app.query_server import QueryServer
 from streamstate.app.standby_replicas import apply_standby_replicas
 from streamstate.app.standby_task import standby_stores, unless_standby_here
 from streamstate.app.state import State, StateListener, StateMachine
@@ -44,11 +45,13 @@ from streamstate.app.state_directory import (
 )
 from streamstate.app.stream_thread import StreamThread, ThreadState
 from streamstate.app.streams_group import StreamsGroupMember
+from streamstate.app.streams_membership import StreamsMembership
 from streamstate.app.streams_transaction import check_group_metadata_format
 from streamstate.app.task_assignment import subtopology_sources, subtopology_stores
+from streamstate.app.thread_metadata import ThreadMetadata, thread_metadata
 from streamstate.app.topology import Topology
 from streamstate.clients.config import admin_config
-from streamstate.clients.kafka_errors import error_text, kafka_error
+from streamstate.clients.kafka_errors import error_text
 from streamstate.clients.metadata import MetadataClient
 from streamstate.clients.rdkafka_log import RDKAFKA_LOG
 from streamstate.errors import StreamsError, StreamsNotStartedError, UnknownStateStoreError
@@ -124,6 +127,8 @@ class StreamsApp:
         # Deletes task directories no task holds (state.cleanup.delay.ms) while the client runs.
         self._cleaner: StateDirectoryCleaner | None = None
         self.fatal_error: BaseException | None = None
+        # The exception a SHUTDOWN_APPLICATION answered, while the group is told of it.
+        self._shutdown_cause: BaseException | None = None
         self.threads_replaced = 0
         # Read from the state directory at start() (under its lock): what names the stream
         # threads' transactional producers under exactly-once.
@@ -132,6 +137,8 @@ class StreamsApp:
         # repartition topics' counts in a streams group's topology).
         self._partition_counts: dict[str, int] = {}
         self._members: list[StreamsGroupMember] = []
+        # query.server.enabled: the HTTP endpoint at application.server, start() to close().
+        self._query_server: QueryServer | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -156,7 +163,9 @@ class StreamsApp:
         :class:`~streamstate.StreamThreadExceptionResponse`: ``REPLACE_THREAD`` (a new thread
         takes the dead one's place and the client keeps running), ``SHUTDOWN_CLIENT`` (the
         default without a handler: the client closes to ``ERROR``) or ``SHUTDOWN_APPLICATION``
-        (this client closes to ``ERROR``; see ``docs/runtime.md``). A handler that raises or
+        (under ``group.protocol="streams"`` every client of the application closes to ``ERROR``
+        once the group coordinator answers, ``docs/rebalancing.md``; under the classic protocol
+        this client only, ``docs/runtime.md``). A handler that raises or
         returns anything else means ``SHUTDOWN_CLIENT``. Only before :meth:`start` (Kafka's
         ``setUncaughtExceptionHandler``). A failure of the global thread always closes the
         client to ``ERROR``, as in Kafka."""
@@ -206,6 +215,15 @@ class StreamsApp:
                 self._members.clear()
                 # Before any member joins: the broker places standbys by the group's config.
                 apply_standby_replicas(self.config)
+            if self.config.query_server_enabled and self.config.application_server:
+                # Last: a port taken fails start() naming it, with nothing else started.
+                self._query_server = QueryServer(
+                    self,
+                    self.config.application_server,
+                    streams_protocol=self._streams_protocol,
+                    forward_timeout_ms=self.config.query_server_forward_timeout_ms,
+                )
+                self._query_server.start()
         except BaseException:
             self._directory_lock.release()
             raise
@@ -236,7 +254,7 @@ class StreamsApp:
             thread.start()
 
     def _new_thread(self, index: int) -> StreamThread:
-        return StreamThread(
+        thread = StreamThread(
             index,
             self._bound,
             self.config,
@@ -248,6 +266,9 @@ class StreamsApp:
             process_id=self.process_id,
             streams_member=self._streams_member(index) if self._streams_protocol else None,
         )
+        if isinstance(thread.coordinator, StreamsMembership):
+            thread.coordinator.on_shutdown_application = self._on_shutdown_application
+        return thread
 
     def _streams_member(self, index: int) -> StreamsGroupMember:
         member = new_streams_member(
@@ -288,12 +309,65 @@ class StreamsApp:
             ).start()
             return
         if response is StreamThreadExceptionResponse.SHUTDOWN_APPLICATION:
+            if self._request_application_shutdown(thread, exc):
+                return
             _log.error(
-                "stream-client [%s] SHUTDOWN_APPLICATION: closing this client to ERROR; the "
-                "application's other clients are not told (docs/runtime.md)",
+                "stream-client [%s] SHUTDOWN_APPLICATION: closing this client to ERROR; under "
+                "group.protocol=classic the application's other clients are not told "
+                "(docs/runtime.md)",
                 self.config.client_id,
             )
         self._fail(thread, exc)
+
+    def _request_application_shutdown(self, thread: StreamThread, exc: BaseException) -> bool:
+        """``group.protocol=streams``: asks the coordinator, through every stream thread's
+        member (the dying one's included: it waits for the answer before leaving), to shut the
+        whole application down; the client closes when the answer comes
+        (:meth:`_on_shutdown_application`), as Kafka's does. False under the classic
+        protocol."""
+        members = [
+            t.coordinator
+            for t in self._threads
+            if isinstance(t.coordinator, StreamsMembership)
+            and (t is thread or t.state is not ThreadState.DEAD)
+        ]
+        if not members or self.state not in _WORKING:
+            return False
+        with self._lock:
+            if self._shutdown_cause is None:
+                self._shutdown_cause = exc
+        _log.error(
+            "stream-client [%s] SHUTDOWN_APPLICATION: %s died of %r; asking every client of "
+            "the application to shut down (ShutdownApplication in the streams group heartbeat)",
+            self.config.client_id,
+            thread.name,
+            exc,
+        )
+        for member in members:
+            member.request_shutdown()
+        return True
+
+    def _on_shutdown_application(self, detail: str | None) -> None:
+        """A heartbeat answered with the ``SHUTDOWN_APPLICATION`` status (a member of the
+        group asked; ``detail`` is the coordinator's), or this client asked and got no answer
+        (``None``): the client closes to ``ERROR`` (``PENDING_ERROR`` first), as Kafka's
+        ``closeToError``. ``fatal_error`` is the exception that asked, on the client that
+        asked, and a :class:`~streamstate.errors.StreamsError` quoting ``detail`` elsewhere."""
+        with self._lock:
+            cause = self._shutdown_cause
+        if cause is None:
+            cause = StreamsError(
+                f"application {self.config.application_id!r} shut down at the request of the "
+                f"streams group coordinator (SHUTDOWN_APPLICATION): {detail}"
+            )
+        if detail is not None:
+            _log.error(
+                "stream-client [%s] SHUTDOWN_APPLICATION from the streams group coordinator "
+                "(closing this client to ERROR): %s",
+                self.config.client_id,
+                detail,
+            )
+        self._fail(None, cause)
 
     def _replace_thread(self, dead: StreamThread) -> None:
         # Wait until the dead thread has closed its stores and left the group: its successor
@@ -312,21 +386,22 @@ class StreamsApp:
         servers = self.config.bootstrap_servers
         # librdkafka's lines go to logging, rate-limited: against a dead address it would
         # print a "Connection refused" line every few hundred ms until the timeout.
-        # A refused login comes as an error event, not as list_topics' error: MetadataClient
-        # watches for it, so that a wrong password fails start() at once, saying so.
+        # A refused login or TLS handshake comes as an error event, not as list_topics' error:
+        # MetadataClient watches for it, so that it fails start() at once, as the
+        # AuthenticationError (a StreamsError) naming the broker.
         client = MetadataClient(
-            admin_config(servers, overrides=self.config.overrides, logger=RDKAFKA_LOG)
+            admin_config(
+                servers,
+                overrides=self.config.overrides,
+                logger=RDKAFKA_LOG,
+                **{"client.id": self.admin_client_id},
+            )
         )
         admin = client.admin
         try:
             metadata = client.list_topics(METADATA_TIMEOUT_S)
         except KafkaException as exc:
             admin.poll(0)  # hands librdkafka's queued lines to logging
-            error = kafka_error(exc)
-            if error is not None and error.code() == KafkaError._AUTHENTICATION:
-                raise StreamsError(
-                    f"authentication at bootstrap.servers={servers} failed: {error.str()}"
-                ) from exc
             raise StreamsError(
                 f"no Kafka broker answered at bootstrap.servers={servers} within "
                 f"{METADATA_TIMEOUT_S:.0f} s ({error_text(exc)}): check the address and that "
@@ -422,6 +497,10 @@ class StreamsApp:
             self._machine.transition(State.PENDING_SHUTDOWN)
             self._machine.transition(State.NOT_RUNNING)
             return True
+        # The query endpoint goes first (its port free once close() returns): a query during
+        # the shutdown would only be told the stores are closing.
+        if self._query_server is not None:
+            self._query_server.close()
         if state in (State.PENDING_ERROR, State.ERROR):
             _log.info("stream-client [%s] is in %s; closing", self.config.client_id, state.value)
             done = self._join(timeout)
@@ -544,6 +623,27 @@ class StreamsApp:
                     return None
         host = meta.active_host
         return meta.partition, f"{host.host}:{host.port}" if host.port >= 0 else "no instance"
+
+    @property
+    def admin_client_id(self) -> str:
+        """The ``client.id`` of the client's admin clients: ``<client.id>-admin``, as Kafka
+        Streams names its shared admin client."""
+        return f"{self.config.client_id}-admin"
+
+    def metadata_for_local_threads(self) -> set[ThreadMetadata]:
+        """What each local stream thread runs now (Kafka's ``metadataForLocalThreads``): a
+        :class:`~streamstate.ThreadMetadata` per live thread, with its active and standby
+        tasks as :class:`~streamstate.TaskMetadata` (committed and highest polled offsets,
+        idling start) and its clients' ids (``app/thread_metadata.py``). Under either
+        ``group.protocol``; safe to call from any thread while the app runs. In any state, as
+        Kafka's (which checks none): empty before :meth:`start` (the threads are made there,
+        where Kafka makes them in the constructor) and once every thread is ``DEAD``."""
+        threads = list(self._threads)
+        return {
+            thread_metadata(t, self._bound, self.admin_client_id)
+            for t in threads
+            if t.state is not ThreadState.DEAD
+        }
 
     def metadata_for_all_streams_clients(self) -> list[StreamsMetadata]:
         """Every instance of the application (Kafka's ``metadataForAllStreamsClients``): its

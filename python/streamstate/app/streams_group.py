@@ -16,9 +16,11 @@ them without committing; the next heartbeat rejoins under the same member id.
 librdkafka's names: ``sasl.mechanism`` ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` with
 ``sasl.username``/``sasl.password``; ``ssl.ca.location``, ``ssl.certificate.location``,
 ``ssl.key.location``, ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``
-(:class:`SslSettings`). A failed authentication or TLS handshake raises a
-:class:`~streamstate.errors.StreamsError` naming the mechanism (or TLS), the broker and its
-message at once, never retried.
+(:class:`SslSettings`). A failed SASL authentication raises a
+:class:`~streamstate.errors.SaslAuthenticationError` naming the mechanism, the broker and its
+message, a failed TLS handshake (an untrusted broker certificate, a client certificate the
+listener refuses) an :class:`~streamstate.errors.SslAuthenticationError` naming the broker; both
+are :class:`~streamstate.errors.AuthenticationError` errors, raised at once and never retried.
 """
 
 from __future__ import annotations
@@ -424,5 +426,6 @@ class StreamsGroupMember:
         )
 
     def request_shutdown(self) -> None:
-        """Asks every instance of the application to shut down (with the next heartbeat)."""
+        """Asks every instance of the application to shut down: ``ShutdownApplication`` goes
+        with every heartbeat until one answers with the ``SHUTDOWN_APPLICATION`` status."""
         self._member.request_shutdown()

@@ -27,6 +27,15 @@ reported as owned, as Kafka's ``StreamsMembershipManager`` reports them; the hea
 their changelog positions (``TaskOffsets``) so that the broker can tell where state is, with
 those of every other task directory holding a checkpoint, from the join on (a restarted
 instance gets the tasks whose state it kept).
+
+``SHUTDOWN_APPLICATION`` (an uncaught exception handler's answer, ``docs/rebalancing.md``):
+:meth:`StreamsMembership.request_shutdown` sets ``ShutdownApplication`` in every heartbeat
+until the coordinator answers with the ``SHUTDOWN_APPLICATION`` status, which it then gives
+every member of the group, this one included, until the group is empty; each member that
+sees it calls ``on_shutdown_application(detail)`` once (the client closes to ``ERROR``, Kafka's
+``StreamThread.handleStreamsRebalanceData``). A member that asked waits in :meth:`leave` for
+that answer (at most ``_SHUTDOWN_ANSWER_S``), so that a dying thread's request is not lost
+with its member.
 """
 
 from __future__ import annotations
@@ -66,6 +75,11 @@ _MIGRATED = {25, 110, 82}  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INST
 _FATAL = {29, 30, 28, 12}
 # How often the heartbeat carries the tasks' changelog positions (a placement hint).
 _TASK_OFFSETS_S = 10.0
+# How long a member that asked the application to shut down waits, when leaving, for the
+# coordinator's answer (the request goes with the next heartbeat, sent at once).
+_SHUTDOWN_ANSWER_S = 10.0
+# The status a coordinator gives every member once one asked the application to shut down.
+SHUTDOWN_APPLICATION = "SHUTDOWN_APPLICATION"
 
 
 class CommitOutcome(enum.Enum):
@@ -123,6 +137,16 @@ class StreamsMembership:
         self._state = MemberState.UNJOINED
         self._thread: threading.Thread | None = None
         self._statuses: tuple[GroupStatus, ...] = ()
+        # SHUTDOWN_APPLICATION: asked by this member; answered (the status seen); whether the
+        # heartbeat loop has ended (no answer can come any more); a heartbeat due at once.
+        self._shutdown_requested = False
+        self._shutdown_seen = False
+        self._loop_ended = False
+        self._heartbeat_now = False
+        #: Called once, from the heartbeat thread, with the coordinator's detail when a
+        #: heartbeat answers with the ``SHUTDOWN_APPLICATION`` status; with ``None`` when this
+        #: member asked and leaves without an answer.
+        self.on_shutdown_application: Callable[[str | None], None] | None = None
         self.assignment: set[tuple[str, int]] = set()
 
     # -- the ConsumerCoordinator interface the stream thread uses -----------------------------
@@ -231,9 +255,39 @@ class StreamsMembership:
         else:
             self._report(Tasks(active=frozenset(target)))
 
+    def request_shutdown(self) -> None:
+        """Asks every member of the group to shut down (``ShutdownApplication`` in every
+        heartbeat from now until the coordinator answers with the status; the next one is sent
+        at once)."""
+        self.member.request_shutdown()
+        with self._cond:
+            self._shutdown_requested = True
+            self._heartbeat_now = True
+            self._cond.notify_all()
+
     def leave(self) -> None:
         """Stops the heartbeat thread and leaves the group (the caller has closed its
-        tasks)."""
+        tasks). A member that asked the application to shut down first waits (at most
+        ``_SHUTDOWN_ANSWER_S``) for the coordinator's answer."""
+        with self._cond:
+            if (
+                self._shutdown_requested
+                and self._thread is not None
+                and self._thread is not threading.current_thread()
+            ):
+                answered = self._cond.wait_for(
+                    lambda: self._shutdown_seen or self._loop_ended, timeout=_SHUTDOWN_ANSWER_S
+                )
+                if not self._shutdown_seen:
+                    _log.warning(
+                        "stream-thread [%s] the streams group coordinator did not answer the "
+                        "shutdown request (%s): the application's other clients may not be "
+                        "told",
+                        self._name,
+                        "the heartbeat failed" if answered else "timed out",
+                    )
+        if self._shutdown_requested and not self._shutdown_seen:
+            self._shutdown_answered(None)
         with self._cond:
             self._stopping = True
             self._state = MemberState.UNJOINED
@@ -365,13 +419,31 @@ class StreamsMembership:
             self._owned_changed = True
             self._cond.notify_all()
 
+    def _shutdown_answered(self, detail: str | None) -> None:
+        with self._cond:
+            if self._shutdown_seen:
+                return
+            self._shutdown_seen = True
+            self._cond.notify_all()
+        if self.on_shutdown_application is not None:
+            self.on_shutdown_application(detail)
+
     def _heartbeat_loop(self) -> None:
+        try:
+            self._heartbeats()
+        finally:
+            with self._cond:
+                self._loop_ended = True
+                self._cond.notify_all()
+
+    def _heartbeats(self) -> None:
         while True:
             with self._cond:
                 if self._stopping:
                     return
                 owned = self._owned
                 self._owned_changed = False
+                self._heartbeat_now = False
             self._send_task_offsets()
             try:
                 result = self.member.heartbeat(owned)
@@ -400,6 +472,9 @@ class StreamsMembership:
                         status.code,
                         status.detail,
                     )
+            shutdown = [s for s in result.statuses if s.code == SHUTDOWN_APPLICATION]
+            if shutdown:
+                self._shutdown_answered(shutdown[0].detail)
             with self._cond:
                 if result.lost:
                     # What the thread owns now is lost; the member rejoins at once owning
@@ -408,13 +483,19 @@ class StreamsMembership:
                     self._lost_tasks = Tasks(active=self._lost_tasks.active | self._owned.active)
                     self._owned = Tasks()
                     self._pending = None
-                elif self._differs(result.target, owned) or (
-                    # The first assignment completes the join even when empty, but not while
-                    # the broker delays it or lacks topics: the thread stays REBALANCING.
-                    self._state is not MemberState.STABLE
-                    and result.member_epoch > 0
-                    and not result.statuses
+                elif not self._shutdown_seen and (
+                    self._differs(result.target, owned)
+                    or (
+                        # The first assignment completes the join even when empty, but not
+                        # while the broker delays it or lacks topics: the thread stays
+                        # REBALANCING.
+                        self._state is not MemberState.STABLE
+                        and result.member_epoch > 0
+                        and not result.statuses
+                    )
                 ):
+                    # Once the application shuts down no task is taken on: the asking
+                    # member's leaving hands its tasks to members that are closing too.
                     self._pending = result
                 if result.retriable_error is not None:
                     wait = 0.1
@@ -424,7 +505,10 @@ class StreamsMembership:
                     wait = result.heartbeat_interval_ms / 1000.0
                 # Wake early when the stream thread reports new owned tasks (an acknowledgement
                 # the broker waits for) or the member stops.
-                self._cond.wait_for(lambda: self._stopping or self._owned_changed, timeout=wait)
+                self._cond.wait_for(
+                    lambda: self._stopping or self._owned_changed or self._heartbeat_now,
+                    timeout=wait,
+                )
 
 
 def _kafka(parts: list[tuple[str, int]]) -> list[KafkaTopicPartition]:

@@ -328,6 +328,12 @@ class StreamTask:
         self._production_handler = config.default_production_exception_handler
         self.dropped = 0  # records dropped by the processing and production handlers
         self.restoring = False
+        # Kafka's TaskMetadata (app.metadata_for_local_threads()): per input partition the
+        # offset last committed by this task and the highest offset polled (-1: none yet), and
+        # since when (epoch ms) the task has not been processable (None: it is).
+        self.committed_offsets = dict.fromkeys(self.partitions, -1)
+        self.end_offsets = dict.fromkeys(self.partitions, -1)
+        self.idling_since: int | None = None
 
     def restore_start_offsets(self) -> dict[str, int | None]:
         """Where restoration starts (:func:`streamstate.app.task_state.restore_start_offsets`)."""
@@ -344,6 +350,7 @@ class StreamTask:
         # Recorded before admission: a failing record leaves the ones before it queued, and
         # the partition must be committed even if every record added is dropped.
         self.consumed[queue] = (messages[-1].offset() or 0) + 1
+        self.end_offsets[tp] = max(self.end_offsets.get(tp, -1), messages[-1].offset() or 0)
         return int(self.group.add_raw_records(tp, messages))
 
     def queue_size(self, tp: TopicPartition) -> int:
@@ -362,7 +369,16 @@ class StreamTask:
         self.lags = lags
 
     def ready(self) -> bool:
-        """Whether the task may process now (KIP-695, see the module doc)."""
+        """Whether the task may process now (KIP-695, see the module doc); notes since when
+        it has not been (Kafka's ``timeCurrentIdlingStarted``)."""
+        ready = self._ready()
+        if ready:
+            self.idling_since = None
+        elif self.idling_since is None:
+            self.idling_since = int(time.time() * 1000)
+        return ready
+
+    def _ready(self) -> bool:
         if self.group.num_buffered() == 0:
             return False
         idle_ms = self._config.max_task_idle_ms
@@ -752,6 +768,8 @@ class StreamTask:
         """The offsets :meth:`prepare_commit` returned are committed."""
         self.consumed.clear()
         self._processed.clear()
+        for (topic, partition), offset in self._committed.items():
+            self.committed_offsets[TopicPartition(topic, partition)] = offset
         if self._refusals:
             self._refusals.forget_committed(self._committed)
 

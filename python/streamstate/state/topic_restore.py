@@ -35,7 +35,7 @@ from streamstate._core import ChangelogFetcher
 from streamstate.clients.config import admin_config, connection_settings, restore_consumer_config
 from streamstate.clients.metadata import MetadataClient
 from streamstate.clients.restore_consumer import RestoreConsumer, open_restore_consumer
-from streamstate.errors import CorruptCheckpointError, StreamsError
+from streamstate.errors import AuthenticationError, CorruptCheckpointError, StreamsError
 from streamstate.records import TopicPartition
 from streamstate.state.changelog_reader import StoreChangelogReader
 from streamstate.state.checkpoint import OffsetCheckpoint
@@ -113,6 +113,11 @@ def topic_partitions(
     client = MetadataClient(admin_config(bootstrap_servers, log_level=0, **settings))
     try:
         metadata = client.list_topics(timeout_s, topic=topic)
+    except AuthenticationError as exc:
+        # The same typed refusal, now naming the topic it was for.
+        raise type(exc)(
+            f"could not read the metadata of topic {topic!r}: {exc.reason}", topic=topic
+        ) from exc
     except KafkaException as exc:
         raise StreamsError(
             f"could not read the metadata of topic {topic!r} from {bootstrap_servers}: "

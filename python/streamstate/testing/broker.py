@@ -45,15 +45,14 @@ from confluent_kafka.admin import AdminClient
 
 from streamstate._maven import MavenError, cache_dir, file_lock, resolve_jars
 from streamstate.testing._broker_config import (
-    CERTIFICATE,
     HOST,
     SecureListeners,
-    listener_address,
     listener_ports,
     log4j2_properties,
     pem_keystore,
     server_properties,
 )
+from streamstate.testing._tls import SecureAddresses, client_certificate
 
 __all__ = [
     "KAFKA_VERSION",
@@ -313,7 +312,7 @@ def client_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-class LocalKafka:
+class LocalKafka(SecureAddresses):
     """One single-node KRaft Kafka broker living in an instance directory.
 
     ``LocalKafka`` objects are cheap handles: the state is in the instance directory (pid file,
@@ -351,12 +350,15 @@ class LocalKafka:
         ``heap_mb`` is the JVM's maximum heap; ``properties`` are broker settings laid over the
         defaults (e.g. ``{"auto.create.topics.enable": "true"}`` for a broker that behaves as
         Kafka's default does). They only matter when this handle starts the broker.
-        ``secure_listeners=True`` adds two listeners beside PLAINTEXT, for testing clients'
-        security settings: ``SASL_PLAINTEXT`` with the PLAIN mechanism (user ``SASL_USER``,
-        password ``SASL_PASSWORD``) and ``SSL`` with a self-signed certificate for 127.0.0.1
-        (generated with ``openssl`` into ``tls/``; clients trust it with ``ssl.ca.location`` =
-        :attr:`ssl_ca_location`). Their addresses are :attr:`sasl_plaintext_servers` and
-        :attr:`ssl_servers`.
+        ``secure_listeners=True`` adds four listeners beside PLAINTEXT, for testing clients'
+        security settings: ``SASL_PLAINTEXT`` with PLAIN (user ``SASL_USER``, password
+        ``SASL_PASSWORD``) and SCRAM-SHA-256/512 (users made with the admin client), ``SSL``
+        with a self-signed certificate for 127.0.0.1 (made with ``openssl`` into ``tls/``;
+        clients trust it with ``ssl.ca.location`` = :attr:`ssl_ca_location`), ``SASL_SSL``
+        (the same users over the same TLS) and ``MTLS``, an SSL listener that requires the
+        client certificate :attr:`ssl_client_certificate_location` (key
+        :attr:`ssl_client_key_location`). Their addresses are :attr:`sasl_plaintext_servers`,
+        :attr:`ssl_servers`, :attr:`sasl_ssl_servers` and :attr:`mtls_servers`.
         """
         if heap_mb < 64:
             raise ValueError(f"heap_mb must be at least 64, got {heap_mb}")
@@ -387,11 +389,6 @@ class LocalKafka:
         return self.instance_dir / "bootstrap.txt"
 
     @property
-    def properties_file(self) -> Path:
-        """``server.properties`` in the instance directory."""
-        return self.instance_dir / "server.properties"
-
-    @property
     def data_dir(self) -> Path:
         """``data/``, the broker's ``log.dirs``."""
         return self.instance_dir / "data"
@@ -402,24 +399,6 @@ class LocalKafka:
         return self.instance_dir / "broker.log"
 
     # -- state ----------------------------------------------------------------------------------
-
-    @property
-    def ssl_ca_location(self) -> Path:
-        """The self-signed certificate of the SSL listener (PEM), for ``ssl.ca.location``."""
-        return self._tls_dir / CERTIFICATE
-
-    def _listener_address(self, name: str) -> str | None:
-        return listener_address(self.properties_file, name)
-
-    @property
-    def sasl_plaintext_servers(self) -> str | None:
-        """The SASL_PLAINTEXT (PLAIN) listener's address, when started with secure listeners."""
-        return self._listener_address("SASL_PLAINTEXT") if self.secure_listeners else None
-
-    @property
-    def ssl_servers(self) -> str | None:
-        """The SSL listener's address, when started with secure listeners."""
-        return self._listener_address("SSL") if self.secure_listeners else None
 
     def _owns(self, args: list[str]) -> bool:
         return "kafka.Kafka" in args and str(self.properties_file) in args
@@ -487,20 +466,18 @@ class LocalKafka:
         broker, controller = _free_ports(2)
         return broker, controller
 
-    @property
-    def _tls_dir(self) -> Path:
-        return self.instance_dir / "tls"
-
     def _secure(self) -> SecureListeners:
-        """Ports, credentials and keystore of the SASL_PLAINTEXT and SSL listeners."""
-        sasl_port, ssl_port = _free_ports(2)
+        """Ports, credentials and TLS files of the secure listeners."""
+        sasl, ssl, sasl_ssl, mtls = _free_ports(4)
         try:
             keystore = pem_keystore(self._tls_dir)
+            clients = client_certificate(self._tls_dir)
         except (OSError, subprocess.SubprocessError) as exc:
             raise LocalKafkaError(
-                f"could not make the SSL listener's certificate with openssl: {exc}"
+                f"could not make the TLS certificates with openssl: {exc}"
             ) from exc
-        return SecureListeners(sasl_port, ssl_port, self.SASL_USER, self.SASL_PASSWORD, keystore)
+        user, password = self.SASL_USER, self.SASL_PASSWORD
+        return SecureListeners(sasl, ssl, user, password, keystore, sasl_ssl, mtls, clients)
 
     def _write_config(self, broker_port: int, controller_port: int) -> None:
         server = server_properties(

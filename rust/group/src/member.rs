@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::error::{codes, GroupError};
 use crate::messages::{
     self, api, DescribedGroup, Endpoint, EndpointToPartitions, HeartbeatRequest, HeartbeatResponse,
-    Status, TaskIds, TaskOffset, Topology,
+    Status, StatusCode, TaskIds, TaskOffset, Topology,
 };
 use crate::offsets::{
     decode_offset_commit_response, decode_offset_fetch_response, encode_offset_commit_request,
@@ -357,6 +357,8 @@ impl StreamsGroupMember {
                 Err(e @ GroupError::Unsupported(_)) => return Err(e),
                 // Nor will a wrong password or a mechanism the listener lacks: fail fast.
                 Err(e @ GroupError::Authentication { .. }) => return Err(e),
+                // Nor will a certificate either side does not trust.
+                Err(e @ GroupError::Tls { .. }) => return Err(e),
                 Err(e) => last_err = Some(e),
             }
         }
@@ -533,7 +535,6 @@ impl StreamsGroupMember {
         self.member_epoch = response.member_epoch;
         self.state = MemberState::Stable;
         self.send_full = false;
-        self.shutdown_requested = false;
         self.task_offsets = None;
         if response.heartbeat_interval_ms > 0 {
             self.heartbeat_interval =
@@ -542,6 +543,16 @@ impl StreamsGroupMember {
         // Null fields mean "unchanged since the last heartbeat": keep what we had.
         if let Some(status) = response.status {
             self.statuses = status;
+        }
+        // A shutdown request goes with every heartbeat until the coordinator answers with the
+        // status it gives every member (Kafka's member sends it as long as it lives); a
+        // heartbeat lost on the way, or answered by a coordinator that moved, does not drop it.
+        if self
+            .statuses
+            .iter()
+            .any(|s| s.code == StatusCode::ShutdownApplication)
+        {
+            self.shutdown_requested = false;
         }
         if let Some(active) = response.active_tasks {
             self.target.active = to_set(&active);
@@ -863,6 +874,44 @@ mod tests {
         let rejoin = member.request(&Tasks::default(), member.member_epoch());
         assert!(rejoin.topology.is_some() && rejoin.process_id.is_some());
         assert_eq!(rejoin.rebalance_timeout_ms, 1000);
+    }
+
+    #[test]
+    fn a_shutdown_request_is_sent_until_the_coordinator_answers_with_the_status() {
+        let mut member = StreamsGroupMember::new(test_config(), Box::new(CannedConnector(vec![])));
+        let stable = |status: Option<Vec<Status>>| HeartbeatResponse {
+            member_epoch: 2,
+            heartbeat_interval_ms: 5000,
+            status,
+            ..Default::default()
+        };
+        member.apply(stable(None), &Tasks::default());
+        assert!(!member.request(&Tasks::default(), 2).shutdown_application);
+        member.request_shutdown();
+        assert!(member.request(&Tasks::default(), 2).shutdown_application);
+        // Answered without the status (another status, or none): the request stays.
+        member.apply(
+            stable(Some(vec![Status {
+                code: StatusCode::MissingSourceTopics,
+                detail: "t".into(),
+            }])),
+            &Tasks::default(),
+        );
+        assert!(member.request(&Tasks::default(), 2).shutdown_application);
+        member.apply(stable(Some(vec![])), &Tasks::default());
+        assert!(member.request(&Tasks::default(), 2).shutdown_application);
+        // Fenced: the rejoin carries it too.
+        member.fenced(&Tasks::default());
+        assert!(member.request(&Tasks::default(), 0).shutdown_application);
+        let seen = member.apply(
+            stable(Some(vec![Status {
+                code: StatusCode::ShutdownApplication,
+                detail: "member m requested a shutdown".into(),
+            }])),
+            &Tasks::default(),
+        );
+        assert_eq!(seen.statuses[0].code, StatusCode::ShutdownApplication);
+        assert!(!member.request(&Tasks::default(), 2).shutdown_application);
     }
 
     #[test]

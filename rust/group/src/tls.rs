@@ -130,6 +130,20 @@ impl TlsConnector {
     }
 }
 
+/// The [`GroupError::Tls`] for an I/O error that OpenSSL raised on an established connection,
+/// or `None` for any other I/O error. Under TLS 1.3 a listener that requires a client
+/// certificate (`ssl.client.auth=required`) refuses a missing or untrusted one only after the
+/// client has finished its side of the handshake, in an alert that the first read meets: that
+/// refusal is the handshake's failure, not a broken connection to retry.
+pub(crate) fn tls_failure(broker: &str, err: &std::io::Error) -> Option<GroupError> {
+    let ssl = err.get_ref()?.downcast_ref::<openssl::ssl::Error>()?;
+    ssl.ssl_error()?;
+    Some(GroupError::Tls {
+        broker: broker.to_owned(),
+        message: ssl.to_string(),
+    })
+}
+
 impl Connector for TlsConnector {
     fn connect(
         &self,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::error::GroupError;
 use crate::messages::{self, api, ApiVersions};
 use crate::sasl::{SaslConnector, SaslMechanism};
-use crate::tls::{TlsConfig, TlsConnector};
+use crate::tls::{tls_failure, TlsConfig, TlsConnector};
 
 /// A byte stream to a broker.
 pub trait Transport: Read + Write + Send {}
@@ -32,9 +32,11 @@ pub(crate) fn round_trip(
     correlation_id: i32,
     max_frame: i32,
 ) -> Result<Vec<u8>, GroupError> {
-    let io = |source| GroupError::Io {
-        broker: broker.to_owned(),
-        source,
+    let io = |source: std::io::Error| {
+        tls_failure(broker, &source).unwrap_or_else(|| GroupError::Io {
+            broker: broker.to_owned(),
+            source,
+        })
     };
     stream.write_all(request).map_err(io)?;
     stream.flush().map_err(io)?;

@@ -37,11 +37,19 @@ type TopicPartitionsList = Vec<(String, Vec<i32>)>;
 type FetchedTuple = (String, i32, i64, Option<String>, i16);
 
 /// A group error as the `streamstate.errors` class that fits: topology errors are
-/// `TopologyError`s, everything else a `StreamsError`.
+/// `TopologyError`s, a refused SASL login a `SaslAuthenticationError`, a failed TLS handshake
+/// an `SslAuthenticationError` (Kafka's split of `AuthenticationException`), everything else a
+/// `StreamsError`. Chosen by the error's variant, never by its text.
 fn to_py(py: Python<'_>, err: &GroupError) -> PyErr {
-    let class = match err.code() {
-        Some(130..=132) => "TopologyError",
-        _ => "StreamsError",
+    let class = match err {
+        GroupError::Authentication { .. } => "SaslAuthenticationError",
+        GroupError::Tls { .. } => "SslAuthenticationError",
+        _ => match err.code() {
+            Some(130..=132) => "TopologyError",
+            // SASL_AUTHENTICATION_FAILED, should a broker send it outside the SASL exchange.
+            Some(58) => "SaslAuthenticationError",
+            _ => "StreamsError",
+        },
     };
     streams_error(py, class, &err.to_string(), &Location::default())
 }
@@ -398,9 +406,11 @@ impl StreamsGroupMember {
         })
     }
 
-    /// Asks every member of the group to shut down, with the next heartbeat.
-    fn request_shutdown(&self) {
-        self.lock().request_shutdown();
+    /// Asks every member of the group to shut down, with the next heartbeats until the
+    /// coordinator answers with the `SHUTDOWN_APPLICATION` status. The GIL is released while
+    /// waiting for the member, which a heartbeat in flight holds for a round trip.
+    fn request_shutdown(&self, py: Python<'_>) {
+        py.detach(|| self.lock().request_shutdown());
     }
 
     /// Sets the epoch of the next heartbeat: tests use it to get the member fenced.
