@@ -172,6 +172,41 @@ def _processing_every_partition(app: StreamsApp) -> bool:
     )
 
 
+def _report(  # noqa: PLR0917 - one row of figures
+    benchmark: Any,
+    contender: str,
+    replicas: int,
+    keys: int,
+    seconds: list[float],
+    restored: list[int],
+    rounds: list[Any],
+) -> None:
+    """Records a contender's rounds in ``extra_info`` and checks what every round must show:
+    the kill moved 2 tasks; with a standby at most 1% of the changelog restored, without one
+    at least one round restoring the moved third or more."""
+    changelog = [r.changelog_records for r in rounds]
+    benchmark.extra_info.update(
+        {
+            "contender": contender,
+            "num_standby_replicas": replicas,
+            "keys": keys,
+            "seconds_kill_to_every_partition_processing": seconds,
+            "records_restored": restored,
+            "changelog_records": changelog,
+            "session_timeout_ms": 6000,
+        }
+    )
+    assert all(len(r.moved) == 2 for r in rounds), [r.moved for r in rounds]
+    if replicas:
+        assert all(n <= c // 100 for n, c in zip(restored, changelog, strict=True)), restored
+    else:
+        # One 100k round once restored nothing without standbys: most likely the survivor had
+        # held the moved tasks before (a rebalance while the load peaked) and kept their
+        # directories and checkpoints, so only the tail was left, as in Kafka Streams (see
+        # docs/rebalancing.md). At least one round must show the full restore.
+        assert any(n >= c // 3 for n, c in zip(restored, changelog, strict=True)), restored
+
+
 @pytest.mark.parametrize("keys", SIZES, ids=lambda k: f"{k // 1000}k")
 @pytest.mark.parametrize("replicas", [1, 0], ids=["standby", "no-standby"])
 def bench_failover(benchmark: Any, kafka: KafkaTestCluster, keys: int, replicas: int) -> None:
@@ -209,26 +244,7 @@ def bench_failover(benchmark: Any, kafka: KafkaTestCluster, keys: int, replicas:
                 r.child.wait(30)
             r.survivor.close(60)
     restored = [sum(r.restored.records.values()) for r in rounds]
-    changelog = [r.changelog_records for r in rounds]
-    benchmark.extra_info.update(
-        {
-            "num_standby_replicas": replicas,
-            "keys": keys,
-            "seconds_kill_to_every_partition_processing": seconds,
-            "records_restored": restored,
-            "changelog_records": changelog,
-            "session_timeout_ms": 6000,
-        }
-    )
-    assert all(len(r.moved) == 2 for r in rounds), [r.moved for r in rounds]
-    if replicas:
-        assert all(n <= c // 100 for n, c in zip(restored, changelog, strict=True)), restored
-    else:
-        # One 100k round once restored nothing without standbys: most likely the survivor had
-        # held the moved tasks before (a rebalance while the load peaked) and kept their
-        # directories and checkpoints, so only the tail was left, as in Kafka Streams (see
-        # docs/rebalancing.md). At least one round must show the full restore.
-        assert any(n >= c // 3 for n, c in zip(restored, changelog, strict=True)), restored
+    _report(benchmark, "streamstate", replicas, keys, seconds, restored, rounds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,18 +354,6 @@ def bench_failover_kafka_streams(
         for r in rounds:
             r.victim.kill()
             r.survivor.kill()
-    changelog = [r.changelog_records for r in rounds]
-    benchmark.extra_info.update(
-        {
-            "contender": f"Kafka Streams {KSTREAMS_VERSION}",
-            "num_standby_replicas": replicas,
-            "keys": keys,
-            "seconds_kill_to_every_partition_processing": seconds,
-            "records_restored": restored,
-            "changelog_records": changelog,
-            "session_timeout_ms": 6000,
-        }
+    _report(
+        benchmark, f"Kafka Streams {KSTREAMS_VERSION}", replicas, keys, seconds, restored, rounds
     )
-    assert all(len(r.moved) == 2 for r in rounds), [r.moved for r in rounds]
-    if replicas:
-        assert all(n <= c // 100 for n, c in zip(restored, changelog, strict=True)), restored

@@ -28,11 +28,11 @@ from confluent_kafka.admin import (
 )
 from tests.apps import wait_until
 from tests.integration.test_streams_protocol import (
-    _count_topology,
     _produce,
     _store_counts,
     _tasks,
 )
+from tests.standby_support import count_topology
 
 from streamstate import StreamsApp
 from streamstate.app.streams_group import (
@@ -106,7 +106,7 @@ def _counts_exactly(
     _produce(cluster, source, 5, expected)
     app_id = f"secure-streams-{uuid.uuid4().hex[:8]}"
     app = StreamsApp(
-        _count_topology(source, sink),
+        count_topology(source, sink),
         {
             "application.id": app_id,
             # Every client of the app, the streams group member included, uses this listener.
@@ -224,6 +224,34 @@ def test_an_untrusted_broker_certificate_fails_the_member_at_once(
         member.describe()
 
 
+def _start_fails_at_once(  # noqa: PLR0917 - one failing start, described
+    cluster: KafkaTestCluster,
+    servers: str,
+    settings: dict[str, Any],
+    tmp_path: Path,
+    error: type[Exception],
+    match: str,
+) -> None:
+    """A streams-protocol app on ``servers`` with ``settings`` fails ``start()`` with
+    ``error`` (message matching ``match``) within 15 s, not after librdkafka's timeouts."""
+    source, sink = cluster.create_topic(partitions=1), cluster.create_topic(partitions=1)
+    app = StreamsApp(
+        count_topology(source, sink),
+        {
+            "application.id": f"secured-bad-app-{uuid.uuid4().hex[:8]}",
+            "bootstrap.servers": servers,
+            "state.dir": str(tmp_path),
+            "group.protocol": "streams",
+            **settings,
+        },
+    )
+    began = time.monotonic()
+    with pytest.raises(error, match=match):
+        app.start()
+    assert time.monotonic() - began < 15
+    app.close(5)
+
+
 def test_a_missing_client_certificate_fails_the_member_and_start_at_once(
     secure_broker: LocalKafka, secure_cluster: KafkaTestCluster, tmp_path: Path
 ) -> None:
@@ -239,25 +267,15 @@ def test_a_missing_client_certificate_fails_the_member_and_start_at_once(
     ):
         _member(mtls, settings, "mtls-bad").describe()
     assert time.monotonic() - began < 15
-    source, sink = secure_cluster.create_topic(), secure_cluster.create_topic()
-    app = StreamsApp(
-        _count_topology(source, sink),
-        {
-            "application.id": f"mtls-bad-app-{uuid.uuid4().hex[:8]}",
-            "bootstrap.servers": mtls,
-            "state.dir": str(tmp_path),
-            "group.protocol": "streams",
-            **settings,
-        },
-    )
-    began = time.monotonic()
     # start(): the app's admin client (librdkafka) connects first; its refusal is as quick.
-    with pytest.raises(
-        SslAuthenticationError, match=rf"TLS handshake with the broker at .*{mtls}.* failed"
-    ):
-        app.start()
-    assert time.monotonic() - began < 15
-    app.close(5)
+    _start_fails_at_once(
+        secure_cluster,
+        mtls,
+        settings,
+        tmp_path,
+        SslAuthenticationError,
+        rf"TLS handshake with the broker at .*{mtls}.* failed",
+    )
 
 
 def test_a_wrong_password_over_sasl_ssl_fails_the_member_and_start_at_once(
@@ -277,22 +295,9 @@ def test_a_wrong_password_over_sasl_ssl_fails_the_member_and_start_at_once(
     ):
         _member(servers, settings, "sasl-ssl-bad").describe()
     assert time.monotonic() - began < 15
-    source, sink = secure_cluster.create_topic(), secure_cluster.create_topic()
-    app = StreamsApp(
-        _count_topology(source, sink),
-        {
-            "application.id": f"sasl-ssl-bad-app-{uuid.uuid4().hex[:8]}",
-            "bootstrap.servers": servers,
-            "state.dir": str(tmp_path),
-            "group.protocol": "streams",
-            **settings,
-        },
+    _start_fails_at_once(
+        secure_cluster, servers, settings, tmp_path, SaslAuthenticationError, r"SCRAM-SHA-512"
     )
-    began = time.monotonic()
-    with pytest.raises(SaslAuthenticationError, match=r"SCRAM-SHA-512"):
-        app.start()
-    assert time.monotonic() - began < 15
-    app.close(5)
 
 
 def test_a_wrong_scram_password_fails_start_with_a_clear_error(
@@ -301,23 +306,12 @@ def test_a_wrong_scram_password_fails_start_with_a_clear_error(
     sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     user, _ = _credentials(secure_cluster, "SCRAM-SHA-256")
-    source, sink = (
-        secure_cluster.create_topic(partitions=1),
-        secure_cluster.create_topic(partitions=1),
-    )
-    app = StreamsApp(
-        _count_topology(source, sink),
-        {
-            "application.id": f"sasl-bad-app-{uuid.uuid4().hex[:8]}",
-            "bootstrap.servers": sasl,
-            "state.dir": str(tmp_path),
-            "group.protocol": "streams",
-            **_secured("SCRAM-SHA-256", user, "not-the-password"),
-        },
-    )
-    began = time.monotonic()
     # The app's admin client (librdkafka) logs in first; its failure is reported at once too.
-    with pytest.raises(SaslAuthenticationError, match=r"authentication .* failed.*SCRAM-SHA-256"):
-        app.start()
-    assert time.monotonic() - began < 15
-    app.close(5)
+    _start_fails_at_once(
+        secure_cluster,
+        sasl,
+        _secured("SCRAM-SHA-256", user, "not-the-password"),
+        tmp_path,
+        SaslAuthenticationError,
+        r"authentication .* failed.*SCRAM-SHA-256",
+    )

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.apps import member_owning_task_0_0, start_app_child, wait_until
 from tests.integration.test_streams_app import new_app
+from tests.standby_support import count_topology
 
 from streamstate import Serdes, State, StreamsApp, StreamsBuilder
 from streamstate.app.key_metadata import HostInfo, default_partition, murmur2
@@ -35,18 +36,6 @@ from streamstate.kafka_local import KafkaTestCluster
 STRING = Serdes.String()
 LONG = Serdes.Long()
 KEYS = [f"key-{i:03d}" for i in range(40)]
-
-
-def _count_topology(source: str, sink: str) -> Any:
-    builder = StreamsBuilder()
-    (
-        builder.stream(source, key_serde=STRING, value_serde=STRING)
-        .group_by_key()
-        .count(materialized="counts")
-        .to_stream()
-        .to(sink, value_serde=LONG)
-    )
-    return builder.build()
 
 
 def _produce(
@@ -123,7 +112,7 @@ def test_instances_share_tasks_hand_them_over_and_answer_where_a_key_lives(
         return new_app(
             apps,
             kafka,
-            _count_topology(source, sink),
+            count_topology(source, sink),
             tmp_path / f"i{n}",
             app_id,
             **_config(7100 + n),
@@ -191,7 +180,7 @@ def test_instances_share_tasks_hand_them_over_and_answer_where_a_key_lives(
     assert a.close(30) and b.close(30)
     _produce(kafka, source, 1, expected)
     again = new_app(
-        apps, kafka, _count_topology(source, sink), tmp_path / "i1", app_id, **_config(7101)
+        apps, kafka, count_topology(source, sink), tmp_path / "i1", app_id, **_config(7101)
     )
     again.start()
     wait_until(lambda: len(_tasks(again)) == 4, "all four tasks on the restarted instance")
@@ -206,7 +195,7 @@ def test_a_killed_instance_tasks_move_after_the_session_timeout(
     expected: collections.Counter[str] = collections.Counter()
     _produce(kafka, source, 5, expected)
     survivor = new_app(
-        apps, kafka, _count_topology(source, sink), tmp_path / "a", app_id, **_config(7201)
+        apps, kafka, count_topology(source, sink), tmp_path / "a", app_id, **_config(7201)
     )
     config = {
         "application.id": app_id,
@@ -216,8 +205,8 @@ def test_a_killed_instance_tasks_move_after_the_session_timeout(
         **_config(7202),
     }
     child = start_app_child(
-        "from tests.integration.test_streams_protocol import _count_topology",
-        f"_count_topology({source!r}, {sink!r})",
+        "from tests.standby_support import count_topology",
+        f"count_topology({source!r}, {sink!r})",
         config,
     )
     try:
@@ -250,7 +239,7 @@ def test_a_fenced_instance_closes_its_tasks_as_lost_and_gets_them_back(
     app = new_app(
         apps,
         kafka,
-        _count_topology(source, sink),
+        count_topology(source, sink),
         tmp_path,
         f"sp-fence-{uuid.uuid4().hex[:8]}",
         **_config(7301),
@@ -323,7 +312,7 @@ def test_a_program_with_a_repartition_topic_runs_both_sub_topologies(
 
 def test_streams_protocol_configs_are_checked() -> None:
     base = {"application.id": "a", "bootstrap.servers": "localhost:1"}
-    topology = _count_topology("in", "out")
+    topology = count_topology("in", "out")
     # exactly_once_v2 under the streams protocol (tests/integration/test_streams_exactly_once.py).
     eos = StreamsApp(
         topology,

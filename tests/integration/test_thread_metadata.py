@@ -14,18 +14,17 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.apps import wait_until
 from tests.integration.test_streams_app import new_app
+from tests.standby_support import count_topology
 
 from streamstate import (
     Serdes,
     State,
     StreamsApp,
-    StreamsBuilder,
     TaskId,
     TaskMetadata,
     ThreadMetadata,
@@ -36,18 +35,6 @@ from streamstate.records import TopicPartition
 STRING = Serdes.String()
 LONG = Serdes.Long()
 PER_PARTITION = {0: 3, 1: 5, 2: 7, 3: 9}
-
-
-def _count_topology(source: str, sink: str) -> Any:
-    builder = StreamsBuilder()
-    (
-        builder.stream(source, key_serde=STRING, value_serde=STRING)
-        .group_by_key()
-        .count(materialized="counts")
-        .to_stream()
-        .to(sink, value_serde=LONG)
-    )
-    return builder.build()
 
 
 def _produce(kafka: KafkaTestCluster, source: str) -> None:
@@ -124,7 +111,7 @@ def test_classic_two_threads_report_their_tasks_offsets_and_clients(
     app = new_app(
         apps,
         kafka,
-        _count_topology(source, sink),
+        count_topology(source, sink),
         tmp_path,
         app_id,
         **{"num.stream.threads": 2, "client.id": "tm-client"},
@@ -193,7 +180,7 @@ def test_streams_protocol_reports_active_and_standby_tasks_over_two_instances(
     a = new_app(
         apps,
         kafka,
-        _count_topology(source, sink),
+        count_topology(source, sink),
         tmp_path / "a",
         app_id,
         **base,
@@ -202,7 +189,7 @@ def test_streams_protocol_reports_active_and_standby_tasks_over_two_instances(
     b = new_app(
         apps,
         kafka,
-        _count_topology(source, sink),
+        count_topology(source, sink),
         tmp_path / "b",
         app_id,
         **base,
