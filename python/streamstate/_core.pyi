@@ -209,6 +209,16 @@ class PartitionGroup:
         """Like ``next_record``, with the index of the record's partition in ``partitions()``
         instead of its queue: a caller that keeps per-partition state in a list (or has the
         ``TopicPartition``s in that order) learns the partition without building one."""
+    def next_run(self, max_records: int) -> tuple[int, int] | None:
+        """``(index, n)``: the run ``next_record`` would hand out next, ``n`` (1 to
+        ``max(max_records, 1)``) records in a row from the queue at ``index`` in
+        ``partitions()``, up to where it would switch queues (ties included) if nothing is
+        added meanwhile; ``None`` when every queue is empty. Changes nothing."""
+    def peek(self, index: int, n: int) -> list[StampedRecord]:
+        """The first ``n`` records of the queue at ``index``, without removing them."""
+    def advance(self, index: int, n: int) -> int:
+        """Removes the first ``n`` records of the queue at ``index``, advancing stream time
+        past each, as ``n`` calls of ``next_record`` would; returns how many it removed."""
     @property
     def stream_time(self) -> int: ...
     def num_buffered(self) -> int: ...

@@ -140,6 +140,27 @@ class TimestampCheckedProducer(ProducerProxy):
                 return
         self._producer.produce(topic, value, key, **kwargs)
 
+    def inline_limits(self, topic: str) -> tuple[int | None, int | None]:
+        """``(latest, earliest)``: a record to ``topic`` with a timestamp above 0 passes
+        :meth:`produce`'s test when ``timestamp - now <= latest`` and ``now - timestamp <=
+        earliest`` (``now`` the epoch ms; ``None``: no such limit), for a sink that inlines the
+        test over a run of records (``StreamTableJoinProcessor.run_handler``) and sends a
+        record failing it through :meth:`produce`. Reads the limits as :meth:`produce` would."""
+        limits = self._known.get(topic)
+        if limits is None:
+            limits = self._known[topic] = self._limits.of(topic)
+        after, before = limits
+        return (
+            None if after is None else after + _SKEW_MS,
+            None if before is None else before + _SKEW_MS,
+        )
+
+    @property
+    def unchecked_produce(self) -> Callable[..., None]:
+        """The wrapped producer's ``produce``: for a record that passed the inlined test."""
+        produce: Callable[..., None] = self._producer.produce
+        return produce
+
     def _refusal(self, topic: str, timestamp: int) -> InvalidTimestampError | None:
         after, before = self._limits.of(topic)
         if after is None and before is None:

@@ -60,6 +60,7 @@ from streamstate.app.refused_sinks import (
 from streamstate.app.sink_timestamps import SinkTimestampLimits, TimestampCheckedProducer
 from streamstate.app.state_directory import TASK_DIRECTORIES
 from streamstate.app.task_idling import may_process
+from streamstate.app.task_runs import RunHandler, run_handlers, take_next_run
 from streamstate.app.topology import Topology
 from streamstate.clients.kafka_errors import TransactionErrorKind, classify_transaction
 from streamstate.errors import (
@@ -225,6 +226,8 @@ class StreamTask:
         }
         self.group = PartitionGroup(queues)
         self._queues = queues
+        # Per partition index, the processor taking runs of its records (task_runs.py).
+        self._run_handlers: list[RunHandler | None] | None = None
         self.directory = config.app_dir() / str(task_id)
         # Before any store opens there: the state cleaner leaves a held directory alone.
         TASK_DIRECTORIES.claim(self.directory, self)
@@ -402,6 +405,14 @@ class StreamTask:
             self._dlq.send_pending()
         # A doomed transaction (a send refused in it) stops the loop: all of it is re-processed.
         while done < max_records and ready and self._txn_error is None:
+            if self._run_handlers is not None:
+                # A processor taking runs of records gets them in one call (task_runs.py).
+                taken, dry = take_next_run(self, max_records - done)
+                if taken:
+                    done += taken
+                    if dry:
+                        ready = self.ready()
+                    continue
             picked = self.group.next_record()
             if picked is None:
                 break
@@ -447,6 +458,7 @@ class StreamTask:
         assert self._make_topology is not None
         self.processors = self._make_topology()
         self._process = self.processors.process
+        self._run_handlers = run_handlers(self, self.processors)
         return self.processors
 
     def _initialize_topology(self, context: Any, record: Any) -> None:

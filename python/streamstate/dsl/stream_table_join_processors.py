@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,11 +21,13 @@ from streamstate.dsl.stores import StoreSerdes
 from streamstate.dsl.value_getters import RowValueGetter, ValueGetterSupplier
 from streamstate.processor.context import ProcessorGraphContext
 from streamstate.processor.processor import Processor
+from streamstate.processor.processor_topology import PlainSink
 from streamstate.processor.record import Headers, Record
 
 __all__ = ["StreamTableJoinProcessor", "TimeOrderedJoinBuffer"]
 
 _log = logging.getLogger("streamstate.dsl.KStreamKTableJoin")
+_new_record = tuple.__new__
 
 
 class StreamTableJoinProcessor(Processor):
@@ -106,6 +109,81 @@ class StreamTableJoinProcessor(Processor):
             return
         for evicted in buffer.evict():
             self._join(evicted, evicted[0])
+
+    def run_handler(self, sink: PlainSink, topology: Any) -> Callable[[list[Any]], int] | None:
+        """For a plain lookup (the record's own key, an unversioned table, no grace, the
+        joiner without the key) forwarding straight to ``sink``: a function that takes a run of
+        source ``StampedRecord``s (``ProcessorTopology.run_handlers``) and joins and writes
+        them one after the other exactly as :meth:`process` and the sink would, the source,
+        the forward and the sink's calls inlined; it returns how many it took, stopping before
+        a record with a null key or value or with headers (those go through :meth:`process`).
+        ``topology.current`` is the record being joined (the one that raised, if one
+        does). ``None`` for any other join."""
+        if not self._plain or self.forward is not sink.write:
+            return None
+        lookup, joiner, left = self._lookup, self.joiner, self.left
+        topic, write, on_delivery = sink.topic, sink.write, sink.on_delivery
+        serialize_key, serialize_value = sink.serialize_key, sink.serialize_value
+        producer = sink.producer
+        poll = producer.poll
+        # A stream thread's producer checks each sink timestamp (app/sink_timestamps.py): the
+        # check inlined, a record failing it written by the sink itself. Looked up on the class:
+        # a wrapper forwarding attributes (the exactly-once tracker) is not that producer.
+        checked = getattr(type(producer), "inline_limits", None) is not None
+        produce = producer.unchecked_produce if checked else producer.produce
+        clock = time.time
+        # The lookup of a cached table inlined for a string key whose row is flushed (the
+        # common case): RowValueGetter.get_value's first branch, the rest through it.
+        flushed = self.getter.flushed_rows()
+        dirty, raw_rows, decode, store = flushed if flushed is not None else ({}, {}, None, "")
+
+        def run(records: list[Any]) -> int:
+            done = 0
+            limits: tuple[int | None, int | None] | None = None
+            for stamped in records:
+                key = stamped.key
+                value = stamped.value
+                if key is None or value is None or stamped.headers:
+                    break
+                topology.current = stamped
+                if type(key) is str and key not in dirty and (raw := raw_rows.get(key)):
+                    row = decode(store, raw[8:])  # type: ignore[misc]
+                else:
+                    row = lookup(key)
+                if row is None and not left:
+                    done += 1
+                    continue
+                joined = joiner(value, row)
+                timestamp = stamped.timestamp
+                if checked and timestamp > 0:
+                    if limits is None:
+                        limits = producer.inline_limits(topic)
+                    latest, earliest = limits
+                    now = int(clock() * 1000)
+                    if (latest is not None and timestamp - now > latest) or (
+                        earliest is not None and now - timestamp > earliest
+                    ):
+                        write(_new_record(Record, (key, joined, timestamp, ())))
+                        done += 1
+                        continue
+                elif timestamp < 0:
+                    write(_new_record(Record, (key, joined, timestamp, ())))  # it raises
+                    done += 1
+                    continue
+                raw_key = serialize_key(topic, key)
+                raw_value = serialize_value(topic, joined)
+                while True:
+                    try:
+                        produce(
+                            topic, raw_value, raw_key, timestamp=timestamp, on_delivery=on_delivery
+                        )
+                        break
+                    except BufferError:
+                        poll(0.05)
+                done += 1
+            return done
+
+        return run
 
     def _join(self, record: Record, mapped: Any) -> None:
         key, value = record[0], record[1]

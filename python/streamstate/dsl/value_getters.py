@@ -337,6 +337,17 @@ class RowValueGetter:
         found = self.rows.get_with_timestamp(key)
         return None if found is None else found[0]
 
+    def flushed_rows(self) -> tuple[Any, Any, Callable[[str, bytes], Any], str] | None:
+        """For a reader inlining :meth:`get` over a run of string keys (a stream-table join
+        taking a run of records): ``(dirty, raw, decode, name)`` of a cached table, where a
+        ``str`` key not in ``dirty`` whose ``raw.get(key)`` is not ``None`` has the row
+        ``decode(name, raw[8:])`` (what :meth:`get` returns for it); any other key goes through
+        :meth:`get`. ``None`` for a table without a record cache."""
+        rows = self.rows
+        if not isinstance(rows, _CachedGetter):
+            return None
+        return rows._dirty, rows._raw, rows._de_value, rows._name
+
     def get_as_of(self, key: Any, timestamp: int) -> Any:
         """The value of ``key`` valid at ``timestamp`` (a versioned table), or ``None``."""
         found = self.rows.get_as_of(key, timestamp)

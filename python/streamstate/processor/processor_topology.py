@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Producer
 
@@ -40,7 +40,7 @@ from streamstate.processor.record import Record
 from streamstate.processor.serde_slot import serialize_function, unwrap
 from streamstate.records import NOT_KNOWN
 
-__all__ = ["ProcessorTopology"]
+__all__ = ["PlainSink", "ProcessorTopology"]
 
 _log = logging.getLogger("streamstate.app")
 _new_record = tuple.__new__
@@ -51,6 +51,21 @@ def _wall_clock_ms() -> int:
 
 
 _serialize_function = serialize_function
+
+
+class PlainSink(NamedTuple):
+    """A sink without a partitioner, as a processor taking a run of records inlines it:
+    ``write(record)`` is the sink itself, which the inlined copy must match exactly (key and
+    value serialized, ``producer.produce(topic, value, key, timestamp=..., on_delivery=...)``,
+    ``producer.poll(0.05)`` while its queue is full) and defer to for any record off the
+    common path (headers, a timestamp the sink refuses or checks)."""
+
+    topic: str
+    serialize_key: Callable[[str, Any], Any]
+    serialize_value: Callable[[str, Any], Any]
+    write: Forward
+    producer: Any
+    on_delivery: Callable[[Any, Any], None]
 
 
 class ProcessorTopology:
@@ -91,6 +106,7 @@ class ProcessorTopology:
         self._contexts: dict[str, ProcessorGraphContext] = {}
         forwards: dict[str, Forward] = {}
         self._sources: dict[str, tuple[Forward, ...]] = {}
+        self._plain_sinks: dict[Forward, PlainSink] = {}
         # Children before parents, so each node's targets exist when it is made.
         for name in reversed(subtopology.nodes):
             node = graph.nodes[name]
@@ -134,6 +150,32 @@ class ProcessorTopology:
         if self._stream_heap:
             self.maybe_punctuate_stream_time()
 
+    def run_handlers(self) -> dict[str, Callable[[list[Any]], int]]:
+        """For each source topic whose records go to one processor that can take a run of
+        them (``run_handler(sink, topology)``, e.g. a plain stream-table join) forwarding to
+        one plain sink: the function that processes a run of that topic's ``StampedRecord``s
+        exactly as :meth:`process` would one by one, and returns how many it took (a prefix:
+        it stops before a record not in its shape, which then goes through :meth:`process`;
+        a record that raises is :attr:`current`). Valid while no stream-time punctuation is
+        scheduled (the caller checks :meth:`has_stream_punctuations` before each run)."""
+        handlers: dict[str, Callable[[list[Any]], int]] = {}
+        for topic, targets in self._sources.items():
+            if len(targets) != 1:
+                continue
+            processor = getattr(targets[0], "__self__", None)
+            make = getattr(processor, "run_handler", None)
+            sink = self._plain_sinks.get(getattr(processor, "forward", None))  # type: ignore[arg-type]
+            if make is None or sink is None:
+                continue
+            handler = make(sink, self)
+            if handler is not None:
+                handlers[topic] = handler
+        return handlers
+
+    def has_stream_punctuations(self) -> bool:
+        """Whether a stream-time punctuation is scheduled (checked after every record)."""
+        return bool(self._stream_heap)
+
     def _sink(self, node: SinkNode, topic: str) -> Forward:
         serialize_key = _serialize_function(unwrap(node.key_serializer))
         serialize_value = _serialize_function(unwrap(node.value_serializer))
@@ -172,6 +214,10 @@ class ProcessorTopology:
                 except BufferError:
                     poll(0.05)
 
+        # A run of records may take an inlined copy of it (run_handlers).
+        self._plain_sinks[write] = PlainSink(
+            topic, serialize_key, serialize_value, write, self._producer, on_delivery
+        )
         return write
 
     def _partitioned_sink(

@@ -31,6 +31,10 @@ pub trait GroupQueue<Cx: Copy> {
 
     /// Empties the queue and forgets its partition time.
     fn clear(&mut self, cx: Cx);
+
+    /// How many records from the head, at most `max`, have timestamps that all pass `take`
+    /// (counting stops at the first that does not).
+    fn count_while(&self, cx: Cx, max: usize, take: &dyn Fn(i64) -> bool) -> usize;
 }
 
 impl<R> GroupQueue<()> for RecordQueue<R> {
@@ -58,6 +62,13 @@ impl<R> GroupQueue<()> for RecordQueue<R> {
 
     fn clear(&mut self, (): ()) {
         RecordQueue::clear(self);
+    }
+
+    fn count_while(&self, (): (), max: usize, take: &dyn Fn(i64) -> bool) -> usize {
+        self.iter()
+            .take(max)
+            .take_while(|r| take(r.timestamp))
+            .count()
     }
 }
 
@@ -125,6 +136,51 @@ impl<Q> PartitionGroup<Q> {
         let record = self.queues[index].poll(cx)?;
         self.observe(record.timestamp);
         Some((index, record))
+    }
+
+    /// The run [`next_record`](Self::next_record) would hand out next: the index of its queue
+    /// and how many records in a row (at least 1, at most `max.max(1)`) it would take from
+    /// that queue before it would switch to another, the other queues' heads held fixed (no
+    /// records added meanwhile). It takes queue `i` while its head is below every earlier
+    /// queue's head (ties go to the earlier queue) and at or below every later one's.
+    pub fn next_run<Cx: Copy>(&self, cx: Cx, max: usize) -> Option<(usize, usize)>
+    where
+        Q: GroupQueue<Cx>,
+    {
+        let index = self.next_index(cx)?;
+        let mut below: Option<i64> = None;
+        let mut at_most: Option<i64> = None;
+        for (i, q) in self.queues.iter().enumerate() {
+            let Some(ts) = q.head_timestamp(cx) else {
+                continue;
+            };
+            if i < index {
+                below = Some(below.map_or(ts, |b| b.min(ts)));
+            } else if i > index {
+                at_most = Some(at_most.map_or(ts, |a| a.min(ts)));
+            }
+        }
+        let take = move |ts: i64| below.is_none_or(|b| ts < b) && at_most.is_none_or(|a| ts <= a);
+        let n = self.queues[index].count_while(cx, max.max(1), &take);
+        Some((index, n.max(1)))
+    }
+
+    /// Pops `n` records of queue `index` (what `n` calls of [`next_record`](Self::next_record)
+    /// would pop when [`next_run`](Self::next_run) named that queue and at least `n`), advancing
+    /// stream time past each; returns how many it popped.
+    pub fn advance<Cx: Copy>(&mut self, cx: Cx, index: usize, n: usize) -> usize
+    where
+        Q: GroupQueue<Cx>,
+    {
+        let mut popped = 0;
+        while popped < n {
+            let Some(record) = self.queues[index].poll(cx) else {
+                break;
+            };
+            self.observe(record.timestamp);
+            popped += 1;
+        }
+        popped
     }
 
     fn observe(&mut self, timestamp: i64) {
@@ -242,6 +298,108 @@ mod tests {
         add(&mut g, 1, &[7]);
         assert_eq!(next(&mut g).0, 1);
         assert_eq!(next(&mut g).0, 2);
+    }
+
+    /// A small deterministic generator (no dependency for a test).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    fn random_group(rng: &mut Lcg, queues: usize) -> PartitionGroup<RecordQueue<i64>> {
+        let mut g = PartitionGroup::new(queues);
+        let mut offset = 0;
+        for q in 0..queues {
+            let len = rng.below(12);
+            let mut records = Vec::new();
+            for _ in 0..len {
+                // Few distinct timestamps: many ties across queues, and out-of-order ones.
+                records.push((offset, rng.below(4) as i64));
+                offset += 1;
+            }
+            g.queue_mut(q)
+                .add_with(
+                    records,
+                    |(o, t), _| {
+                        Ok::<_, ()>(Admission::Stamped {
+                            offset: o,
+                            timestamp: t,
+                            record: o,
+                        })
+                    },
+                    |_| {},
+                )
+                .unwrap();
+        }
+        g
+    }
+
+    #[test]
+    fn runs_are_the_one_at_a_time_order() {
+        let mut rng = Lcg(42);
+        for round in 0..2000 {
+            let queues = 1 + (round % 4);
+            // The same content twice, from one seed.
+            let seed = rng.0;
+            let mut one = random_group(&mut Lcg(seed), queues);
+            let mut runs = random_group(&mut Lcg(seed), queues);
+            rng.below(2);
+            let mut expected = Vec::new();
+            let mut times = Vec::new();
+            while let Some((i, r)) = one.next_record(()) {
+                expected.push((i, r.record));
+                times.push(one.stream_time());
+            }
+            let mut got = Vec::new();
+            let mut got_times = Vec::new();
+            let max = 1 + rng.below(6) as usize;
+            while let Some((i, n)) = runs.next_run((), max) {
+                assert!(n >= 1 && n <= max);
+                let offsets: Vec<i64> = runs.queue(i).iter().take(n).map(|r| r.record).collect();
+                assert_eq!(offsets.len(), n);
+                for o in offsets {
+                    got.push((i, o));
+                    // Stream time after each record, as the loop would see it.
+                    assert_eq!(runs.advance((), i, 1), 1);
+                    got_times.push(runs.stream_time());
+                }
+            }
+            assert_eq!(got, expected, "round {round}");
+            assert_eq!(got_times, times, "round {round}");
+        }
+    }
+
+    #[test]
+    fn a_run_ends_where_the_loop_switches() {
+        let mut g = PartitionGroup::new(3);
+        add(&mut g, 0, &[5, 9]);
+        add(&mut g, 1, &[1, 2, 5, 5, 6]);
+        add(&mut g, 2, &[5]);
+        // Queue 1 until its head reaches queue 0's 5 (a tie goes to queue 0).
+        assert_eq!(g.next_run((), 100), Some((1, 2)));
+        assert_eq!(g.next_run((), 1), Some((1, 1)));
+        assert_eq!(g.advance((), 1, 2), 2);
+        assert_eq!(g.stream_time(), 2);
+        assert_eq!(g.next_run((), 100), Some((0, 1)));
+        assert_eq!(g.advance((), 0, 1), 1);
+        // Queue 1's 5s tie with queue 2's 5: queue 1 comes first, up to its 6.
+        assert_eq!(g.next_run((), 100), Some((1, 2)));
+        assert_eq!(g.advance((), 1, 2), 2);
+        assert_eq!(g.next_run((), 100), Some((2, 1)));
+        assert_eq!(g.advance((), 2, 5), 1);
+        assert_eq!(g.next_run((), 100), Some((1, 1)));
+        assert_eq!(g.advance((), 1, 1), 1);
+        assert_eq!(g.next_run((), 100), Some((0, 1)));
+        assert_eq!(g.advance((), 0, 1), 1);
+        assert_eq!(g.stream_time(), 9);
+        assert_eq!(g.next_run((), 100), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! and records added to it directly are seen by the group); the group reaches them with the
 //! GIL. Topic partitions are mapped to the core's indices through a dict.
 
-use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use streamstate_core::partition_group::{GroupQueue, PartitionGroup};
@@ -51,6 +51,17 @@ impl<'py> GroupQueue<Python<'py>> for Member {
     fn clear(&mut self, py: Python<'py>) {
         self.queue.bind(py).borrow_mut().queue.clear();
     }
+
+    fn count_while(&self, py: Python<'py>, max: usize, take: &dyn Fn(i64) -> bool) -> usize {
+        self.queue
+            .bind(py)
+            .borrow()
+            .queue
+            .iter()
+            .take(max)
+            .take_while(|r| take(r.timestamp))
+            .count()
+    }
 }
 
 /// Kafka Streams' PartitionGroup over Python-held `RecordQueue`s (see `streamstate.PartitionGroup`).
@@ -70,6 +81,16 @@ impl PyPartitionGroup {
                 describe_partition(tp)
             ))),
         }
+    }
+
+    fn member(&self, index: usize) -> PyResult<&Member> {
+        if index >= self.group.len() {
+            return Err(PyIndexError::new_err(format!(
+                "partition index {index} out of range (the group has {})",
+                self.group.len()
+            )));
+        }
+        Ok(self.group.queue(index))
     }
 
     /// The next record as a `StampedRecord`, with the index of its partition.
@@ -160,6 +181,36 @@ impl PyPartitionGroup {
         py: Python<'_>,
     ) -> PyResult<Option<(Py<StampedRecord>, usize)>> {
         self.next(py)
+    }
+
+    /// The run `next_record` would hand out next, as `(index, n)`: the index of its
+    /// partition in `partitions()` and how many records in a row (1 to `max(max_records, 1)`)
+    /// it would take from that queue before switching to another, if no records are added
+    /// meanwhile; `None` when every queue is empty. Changes nothing.
+    fn next_run(&self, py: Python<'_>, max_records: usize) -> Option<(usize, usize)> {
+        self.group.next_run(py, max_records)
+    }
+
+    /// The first `n` records of the queue at `index` (fewer when it holds fewer), as
+    /// `StampedRecord`s, without removing them.
+    fn peek<'py>(&self, py: Python<'py>, index: usize, n: usize) -> PyResult<Bound<'py, PyList>> {
+        let m = self.member(index)?;
+        let q = m.queue.bind(py).borrow();
+        let records = q
+            .queue
+            .iter()
+            .take(n)
+            .map(|r| stamped_record(py, &m.topic, m.partition, r))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, records)
+    }
+
+    /// Removes the first `n` records of the queue at `index`, advancing stream time past each
+    /// (what `n` calls of `next_record` do after `next_run` named that queue for `n` or
+    /// more); returns how many it removed.
+    fn advance(&mut self, py: Python<'_>, index: usize, n: usize) -> PyResult<usize> {
+        self.member(index)?;
+        Ok(self.group.advance(py, index, n))
     }
 
     /// Highest timestamp returned by `next_record`; `NOT_KNOWN` before any.
