@@ -263,15 +263,19 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that are free on 127.0.0.1 right now."""
+def _free_ports(count: int, avoid: tuple[int, ...] = ()) -> list[int]:
+    """``count`` distinct ports that are free on 127.0.0.1 right now, none of ``avoid``
+    (ports chosen earlier and not bound yet: the kernel may hand one out again once its probe
+    socket is closed)."""
     sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        # All probes held at once, so the ports differ; as many extra as ports to avoid.
+        for _ in range(count + len(avoid)):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sockets.append(sock)
             sock.bind((HOST, 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
+        ports = [int(sock.getsockname()[1]) for sock in sockets]
+        return [port for port in ports if port not in avoid][:count]
     finally:
         for sock in sockets:
             sock.close()
@@ -466,9 +470,10 @@ class LocalKafka(SecureAddresses):
         broker, controller = _free_ports(2)
         return broker, controller
 
-    def _secure(self) -> SecureListeners:
-        """Ports, credentials and TLS files of the secure listeners."""
-        sasl, ssl, sasl_ssl, mtls = _free_ports(4)
+    def _secure(self, taken: tuple[int, ...]) -> SecureListeners:
+        """Ports (none of ``taken``: the broker's and controller's), credentials and TLS files
+        of the secure listeners."""
+        sasl, ssl, sasl_ssl, mtls = _free_ports(4, avoid=taken)
         try:
             keystore = pem_keystore(self._tls_dir)
             clients = client_certificate(self._tls_dir)
@@ -484,7 +489,7 @@ class LocalKafka(SecureAddresses):
             data_dir=self.data_dir,
             broker_port=broker_port,
             controller_port=controller_port,
-            secure=self._secure() if self.secure_listeners else None,
+            secure=self._secure((broker_port, controller_port)) if self.secure_listeners else None,
             overrides=self.properties,
         )
         self.properties_file.write_text(server, encoding="utf-8")
