@@ -18,6 +18,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -46,7 +47,11 @@ STRING = Serdes.String()
 LONG = Serdes.Long()
 KEYS = [f"key/{i:03d} é" for i in range(24)]  # a slash and non-ASCII: URL-quoted in paths
 MINUTE = 60_000
-T0 = 28_333_334 * MINUTE  # a window start: a key's n-th record is at T0 + n minutes
+# A window start an hour back: a key's n-th record is at T0 + n minutes. Near now, not at a
+# fixed date: the window and session changelogs keep a day more than their stores' retention
+# (cleanup.policy=compact,delete), and the broker's retention check (every 5 minutes) would
+# delete records years old while the standbys and the third instance still read them.
+T0 = (int(time.time() * 1000) // MINUTE - 60) * MINUTE
 
 
 def _count_topology(source: str, sink: str) -> Any:
