@@ -13,16 +13,16 @@ Commits and rebalances, as Kafka Streams has them (``docs/runtime.md``): no comm
 while the group rebalances (``ConsumerCoordinator.rebalance_in_progress``: librdkafka's group
 thread may be in a newer generation than the last assignment the thread was given); the commit
 is retried on every loop until the rebalance completes, with the tasks the member still owns,
-and is then due at once. A commit that meets a rebalance all the same (``REBALANCE_IN_PROGRESS``
-or a stale generation, the race the check cannot close) is retried the same way: the member is
-still in the group, so no task is closed (librdkafka reports the assignment lost at the next
-poll if it finds the member out). Only a commit refused because this member is out of the
-group (unknown member, fenced static member: a processor slower than ``max.poll.interval.ms``,
-say) is Kafka's *task migrated*: every task is closed as lost, without committing, and the
-thread rejoins the group and carries on; the records since the last commit are processed again
-by whoever owns them next (at-least-once). A commit put off for longer than a rebalance may
-last (``max.poll.interval.ms``) counts as task migrated too. A commit the broker cannot take now
-(a broker restarting) is retried at the next commit.
+and is then due at once (``app/commit_schedule.py``). A commit that meets a rebalance all the
+same (``REBALANCE_IN_PROGRESS`` or a stale generation, the race the check cannot close) is
+retried the same way: the member is still in the group, so no task is closed (librdkafka reports
+the assignment lost at the next poll if it finds the member out). Only a commit refused because
+this member is out of the group (unknown member, fenced static member: a processor slower than
+``max.poll.interval.ms``, say) is Kafka's *task migrated*: every task is closed as lost, without
+committing, and the thread rejoins the group and carries on; the records since the last commit
+are processed again by whoever owns them next (at-least-once). A commit put off for longer than
+a rebalance may last (``max.poll.interval.ms``) counts as task migrated too. A commit the broker
+cannot take now (a broker restarting) is retried at the next commit.
 
 Under ``exactly_once_v2`` (KIP-447) the thread's producer is transactional, with
 ``transactional.id`` = ``<application.id>-<process id>-<thread index from 1>`` (the process id
@@ -60,6 +60,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streamstate.app.commit_schedule import CommitSchedule
 from streamstate.app.commit_steps import commit_with_consumer, flush_for_commit
 from streamstate.app.config import StreamsConfig
 from streamstate.app.coordinator import ConsumerCoordinator
@@ -95,7 +96,6 @@ __all__ = ["StreamThread", "ThreadState"]
 _log = logging.getLogger("streamstate.app")
 _PROCESS_PER_TASK = 1_000
 _POLL_RECORDS = 5_000
-_COMMIT_RETRY_BACKOFF_S = 0.1
 
 
 class ThreadState(enum.Enum):
@@ -167,7 +167,7 @@ class StreamThread(threading.Thread):
         # The longest a rebalance may last (the broker's rebalance timeout is the members'
         # max.poll.interval.ms, librdkafka's default 300 s): commits put off by a rebalance for
         # longer mean the member was left out of it.
-        self._max_put_off = float(consumer_config.get("max.poll.interval.ms", 300_000)) / 1000
+        max_put_off = float(consumer_config.get("max.poll.interval.ms", 300_000)) / 1000
         transactional_id = None
         if self.eos:
             # Kafka Streams' EOS v2 name: stable per process (state directory) and thread index.
@@ -224,11 +224,7 @@ class StreamThread(threading.Thread):
             if streams_member is not None
             else ConsumerCoordinator(self.consumer, topology.source_topics, **callbacks)
         )
-        self._last_commit = time.monotonic()
-        # Since when a due commit has been put off by a rebalance (None: none is), and when a
-        # commit the broker refused for one may be tried again.
-        self._commit_put_off: float | None = None
-        self._commit_retry_at = 0.0
+        self._schedule = CommitSchedule(name, max_put_off, self.coordinator.rebalance_in_progress)
         self.fetch = FetchControl(
             self.consumer, config.buffered_records_per_partition, name=self.name
         )
@@ -396,10 +392,8 @@ class StreamThread(threading.Thread):
         self.fetch.release_drained(self._queue_size)
         self._punctuate()
         self.producer.poll(0)
-        if (
-            self._commit_put_off is not None
-            or (time.monotonic() - self._last_commit) * 1000 >= self._config.commit_interval_ms
-            or any(t.commit_requested for t in self.tasks.values())
+        if self._schedule.due(self._config.commit_interval_ms) or any(
+            t.commit_requested for t in self.tasks.values()
         ):
             self._commit(list(self.tasks.values()))
         elif self.eos and any(
@@ -683,47 +677,13 @@ class StreamThread(threading.Thread):
             commit_as_member(self.txn, offsets, self.coordinator, self._config.application_id)
         else:
             self.txn.commit(offsets, self.consumer.consumer_group_metadata())
-        self._commit_put_off = None
+        self._schedule.committed()
         for task in tasks:
             task.apply_committed()
             task.mark_committed()
         if offsets:
             self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
             self._purger.purge(offsets)
-        return True
-
-    def _nothing_to_commit(self) -> None:
-        self._last_commit = time.monotonic()
-        self._commit_put_off = None
-
-    def _put_off_by_rebalance(self, failure: str | None = None) -> bool:
-        """Whether a due commit waits for the group's rebalance to complete (Kafka Streams'
-        ``rebalanceInProgress``): it has met one (``failure``, the broker's refusal), or the
-        member can tell one is going on. Raises :class:`TaskMigratedError` once commits have
-        been put off for longer than a rebalance may last (``max.poll.interval.ms``)."""
-        now = time.monotonic()
-        if failure is None:
-            # After a refusal, the broker is asked again only after a pause (not on every loop
-            # while librdkafka has yet to hear of the rebalance).
-            if now < self._commit_retry_at:
-                return True
-            if not self.coordinator.rebalance_in_progress():
-                return False
-        else:
-            self._commit_retry_at = now + _COMMIT_RETRY_BACKOFF_S
-        if self._commit_put_off is None:
-            self._commit_put_off = now
-            _log.info(
-                "stream-thread [%s] %s; committing once the rebalance completes",
-                self.name,
-                f"committing offsets failed ({failure})" if failure else "the group is rebalancing",
-            )
-        elif now - self._commit_put_off > self._max_put_off:
-            self._commit_put_off = None
-            raise TaskMigratedError(
-                f"no commit for {self._max_put_off:.0f} s (max.poll.interval.ms): the group "
-                "did not complete its rebalance for this member"
-            )
         return True
 
     def _close_tasks(self, tasks: list[StreamTask]) -> None:
@@ -751,11 +711,11 @@ class StreamThread(threading.Thread):
         if self.eos:
             tasks = [t for t in self.tasks.values() if not t.restoring]
         if not tasks:
-            self._nothing_to_commit()
+            self._schedule.nothing_to_commit()
             return True
-        if defer and self._put_off_by_rebalance():
+        if defer and self._schedule.put_off_by_rebalance():
             return False
-        started = self._last_commit = time.monotonic()
+        started = self._schedule.started()
         if self.eos:
             return self._commit_transaction(tasks, started)
         return self._commit_consumer(tasks, started, defer=defer)
@@ -769,11 +729,11 @@ class StreamThread(threading.Thread):
         for task in tasks:
             offsets.extend(task.prepare_commit())
         if not offsets:
-            self._nothing_to_commit()
+            self._schedule.nothing_to_commit()
             return True
         if not self._commit_offsets(offsets, defer=defer):
             return False
-        self._commit_put_off = None
+        self._schedule.committed()
         for task in tasks:
             task.mark_committed()
         self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
@@ -783,7 +743,7 @@ class StreamThread(threading.Thread):
     def _commit_offsets(self, offsets: list[KafkaTopicPartition], *, defer: bool) -> bool:
         """At-least-once: commits ``offsets`` with the consumer; False when the commit is to be
         tried again (a rebalance met, or a failure the cluster may not have next time)."""
-        put_off = self._put_off_by_rebalance if defer else None
+        put_off = self._schedule.put_off_by_rebalance if defer else None
         if isinstance(self.coordinator, StreamsMembership):
             # A streams group takes commits from its members only (app/streams_membership.py).
             return self.coordinator.commit_offsets(offsets, put_off)
