@@ -53,6 +53,7 @@ __all__ = [
     "classpath",
     "delete_application",
     "describe_dsl_programs",
+    "failover_instances",
     "kcat_consume",
     "prepare",
     "run_restore_bench",
@@ -478,6 +479,32 @@ class FailoverInstance:
         if self.process.stdin is not None:
             self.process.stdin.close()
         self._stderr.close()
+
+
+def failover_instances(
+    bootstrap_servers: str,
+    application_id: str,
+    input_topic: str,
+    output_topic: str,
+    *,
+    root: Path,
+    standbys: int,
+) -> Callable[[str, bool], FailoverInstance]:
+    """A starter of :class:`FailoverInstance` JVMs of one application: ``start(name,
+    keep_state)`` runs one whose state directory is ``root / name``."""
+
+    def start(name: str, keep_state: bool = False) -> FailoverInstance:
+        return FailoverInstance(
+            bootstrap_servers,
+            application_id,
+            input_topic,
+            output_topic,
+            state_dir=root / name,
+            standbys=standbys,
+            keep_state=keep_state,
+        )
+
+    return start
 
 
 def describe_dsl_programs(timeout_s: float = 120.0) -> dict[str, str]:

@@ -49,12 +49,16 @@ from typing import Any
 
 import pytest
 from benches._common import QUICK
-from benches._kstreams import KSTREAMS_VERSION, FailoverInstance
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-from tests.standby_support import Restored, active_tasks, count_topology, standby_tasks
+from benches._kstreams import KSTREAMS_VERSION, FailoverInstance, failover_instances
+from tests.standby_support import (
+    Restored,
+    active_tasks,
+    count_topology,
+    standby_tasks,
+    wait_input_committed,
+)
 
 from streamstate import State, StreamsApp
-from streamstate.app.streams_membership import StreamsMembership
 from streamstate.kafka_local import KafkaTestCluster
 
 PARTITIONS = 4
@@ -133,13 +137,7 @@ def _prepare(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int) -> _
         survivor.start()
         _wait(lambda: len(active_tasks(survivor)) == 2, "the survivor's two tasks")
         _produce(kafka, source, keys)
-        inputs = [KafkaTopicPartition(source, p) for p in range(PARTITIONS)]
-        membership = survivor._threads[0].coordinator
-        assert isinstance(membership, StreamsMembership)
-        _wait(
-            lambda: sum(max(c.offset, 0) for c in membership.committed(inputs)) == keys,
-            "every input record committed",
-        )
+        wait_input_committed(survivor, source, PARTITIONS, keys, timeout=TIMEOUT, interval=0.5)
         ends = kafka.end_offsets(f"{app_id}-counts-changelog")
         if replicas:
             _wait(lambda: len(standby_tasks(survivor)) == 2, "the survivor's standbys")
@@ -268,18 +266,11 @@ def _prepare_java(kafka: KafkaTestCluster, root: Path, keys: int, replicas: int)
     sink = kafka.create_topic(partitions=PARTITIONS)
     app_id = f"bench-failover-ks-{uuid.uuid4().hex[:8]}"
 
-    def instance(name: str) -> FailoverInstance:
-        return FailoverInstance(
-            kafka.bootstrap_servers,
-            app_id,
-            source,
-            sink,
-            state_dir=root / name,
-            standbys=replicas,
-        )
-
-    victim = instance("victim")
-    survivor = instance("survivor")
+    start = failover_instances(
+        kafka.bootstrap_servers, app_id, source, sink, root=root, standbys=replicas
+    )
+    victim = start("victim", False)
+    survivor = start("survivor", False)
     try:
         for member in (victim, survivor):
             member.wait_for(

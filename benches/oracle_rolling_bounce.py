@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benches._kstreams import FailoverInstance
+from benches._kstreams import FailoverInstance, failover_instances
 from benches.bench_failover import PARTITIONS, _produce
 
 from streamstate.kafka_local import KafkaTestCluster
@@ -60,17 +60,7 @@ def run(kafka: KafkaTestCluster, keys: int) -> list[dict[str, Any]]:
     app_id = f"oracle-bounce-{uuid.uuid4().hex[:8]}"
     root = Path(tempfile.mkdtemp(prefix="oracle-bounce-"))
 
-    def start(name: str, keep_state: bool) -> FailoverInstance:
-        return FailoverInstance(
-            kafka.bootstrap_servers,
-            app_id,
-            source,
-            sink,
-            state_dir=root / name,
-            standbys=1,
-            keep_state=keep_state,
-        )
-
+    start = failover_instances(kafka.bootstrap_servers, app_id, source, sink, root=root, standbys=1)
     members = {name: start(name, False) for name in NAMES}
     reports: list[dict[str, Any]] = []
     try:

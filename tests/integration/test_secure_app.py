@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tests.apps import wait_until
 from tests.integration.test_streams_app import counting_topology, local_counts
+from tests.secure_support import sasl_settings
 
 from streamstate.app import State, StreamsApp
 from streamstate.kafka_local import KafkaTestCluster, LocalKafka
@@ -49,12 +50,7 @@ def test_connection_settings_without_a_prefix_reach_every_client_of_the_app(
     records = [(b"key-%03d" % (i % 25), b"v") for i in range(1_000)]
     secure_cluster.produce(source, records)
     expected = dict(collections.Counter(k for k, _ in records))
-    secure = {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanisms": "PLAIN",
-        "sasl.username": LocalKafka.SASL_USER,
-        "sasl.password": LocalKafka.SASL_PASSWORD,
-    }
+    secure = sasl_settings()  # PLAIN, as the broker's user
     app_id = f"secure-{uuid.uuid4().hex[:8]}"
 
     def secure_app(state_dir: Path) -> StreamsApp:

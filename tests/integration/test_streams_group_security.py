@@ -32,6 +32,7 @@ from tests.integration.test_streams_protocol import (
     _store_counts,
     _tasks,
 )
+from tests.secure_support import client_certificate_settings, sasl_settings, tls_settings
 from tests.standby_support import count_topology
 
 from streamstate import StreamsApp
@@ -63,17 +64,6 @@ def _credentials(cluster: KafkaTestCluster, mechanism: str) -> tuple[str, str]:
     for future in cluster.admin.alter_user_scram_credentials([upsert]).values():
         future.result(30)
     return user, password
-
-
-def _secured(
-    mechanism: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT"
-) -> dict[str, Any]:
-    return {
-        "security.protocol": protocol,
-        "sasl.mechanism": mechanism,
-        "sasl.username": user,
-        "sasl.password": password,
-    }
 
 
 def _member(servers: str, settings: dict[str, Any], prefix: str) -> StreamsGroupMember:
@@ -142,7 +132,7 @@ def test_a_streams_app_authenticates_joins_processes_and_commits(
     sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     user, password = _credentials(secure_cluster, mechanism)
-    settings = _secured(mechanism, user, password)
+    settings = sasl_settings(mechanism, user, password)
     _counts_exactly(secure_cluster, sasl, settings, tmp_path, apps, what=f"over SASL/{mechanism}")
 
 
@@ -155,10 +145,7 @@ def test_a_streams_app_over_sasl_ssl_joins_processes_and_commits(
     servers = secure_broker.sasl_ssl_servers
     assert servers is not None
     user, password = _credentials(secure_cluster, "SCRAM-SHA-512")
-    settings = {
-        **_secured("SCRAM-SHA-512", user, password, protocol="SASL_SSL"),
-        "ssl.ca.location": str(secure_broker.ssl_ca_location),
-    }
+    settings = sasl_settings("SCRAM-SHA-512", user, password, tls=secure_broker)
     _counts_exactly(secure_cluster, servers, settings, tmp_path, apps, what="over SASL_SSL")
 
 
@@ -169,7 +156,7 @@ def test_a_wrong_password_fails_the_member_at_once_naming_the_mechanism(
     sasl = secure_broker.sasl_plaintext_servers
     assert sasl is not None
     user, _ = _credentials(secure_cluster, mechanism)
-    member = _member(sasl, _secured(mechanism, user, "not-the-password"), "sasl-bad")
+    member = _member(sasl, sasl_settings(mechanism, user, "not-the-password"), "sasl-bad")
     began = time.monotonic()
     with pytest.raises(SaslAuthenticationError) as raised:
         member.describe()
@@ -190,7 +177,7 @@ def test_a_streams_app_over_tls_joins_processes_and_commits(
 ) -> None:
     ssl = secure_broker.ssl_servers
     assert ssl is not None
-    settings = {"security.protocol": "SSL", "ssl.ca.location": str(secure_broker.ssl_ca_location)}
+    settings = tls_settings(secure_broker)
     _counts_exactly(secure_cluster, ssl, settings, tmp_path, apps, what="over TLS")
 
 
@@ -202,12 +189,7 @@ def test_a_streams_app_over_mutual_tls_joins_processes_and_commits(
 ) -> None:
     mtls = secure_broker.mtls_servers
     assert mtls is not None
-    settings = {
-        "security.protocol": "SSL",
-        "ssl.ca.location": str(secure_broker.ssl_ca_location),
-        "ssl.certificate.location": str(secure_broker.ssl_client_certificate_location),
-        "ssl.key.location": str(secure_broker.ssl_client_key_location),
-    }
+    settings = {**tls_settings(secure_broker), **client_certificate_settings(secure_broker)}
     _counts_exactly(secure_cluster, mtls, settings, tmp_path, apps, what="over mutual TLS")
 
 
@@ -258,7 +240,7 @@ def test_a_missing_client_certificate_fails_the_member_and_start_at_once(
     mtls = secure_broker.mtls_servers
     assert mtls is not None
     # The broker's certificate is trusted; the listener requires one of the client's too.
-    settings = {"security.protocol": "SSL", "ssl.ca.location": str(secure_broker.ssl_ca_location)}
+    settings = tls_settings(secure_broker)
     began = time.monotonic()
     # The member: under TLS 1.3 the broker's refusal arrives after the client's side of the
     # handshake; it is still the handshake's failure, not a connection to retry.
@@ -284,10 +266,7 @@ def test_a_wrong_password_over_sasl_ssl_fails_the_member_and_start_at_once(
     servers = secure_broker.sasl_ssl_servers
     assert servers is not None
     user, _ = _credentials(secure_cluster, "SCRAM-SHA-512")
-    settings = {
-        **_secured("SCRAM-SHA-512", user, "not-the-password", protocol="SASL_SSL"),
-        "ssl.ca.location": str(secure_broker.ssl_ca_location),
-    }
+    settings = sasl_settings("SCRAM-SHA-512", user, "not-the-password", tls=secure_broker)
     began = time.monotonic()
     with pytest.raises(
         SaslAuthenticationError,
@@ -310,7 +289,7 @@ def test_a_wrong_scram_password_fails_start_with_a_clear_error(
     _start_fails_at_once(
         secure_cluster,
         sasl,
-        _secured("SCRAM-SHA-256", user, "not-the-password"),
+        sasl_settings("SCRAM-SHA-256", user, "not-the-password"),
         tmp_path,
         SaslAuthenticationError,
         r"authentication .* failed.*SCRAM-SHA-256",

@@ -23,10 +23,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from tests.apps import wait_until
-from tests.standby_support import Restored, active_tasks, count_topology
+from tests.standby_support import Restored, active_tasks, count_topology, wait_input_committed
 
 from streamstate import State, StreamsApp
 from streamstate.app.streams_group import StreamsGroupMember, TaskId
@@ -70,14 +69,7 @@ def test_a_restarted_instance_reports_its_task_directories_and_gets_those_tasks_
     first.start()
     wait_until(lambda: len(active_tasks(first)) == 4, "the first instance's four tasks", TIMEOUT)
     kafka.produce(source, [(f"key-{i:05d}".encode(), b"x") for i in range(KEYS)])
-    membership = first._threads[0].coordinator
-    assert isinstance(membership, StreamsMembership)
-    inputs = [KafkaTopicPartition(source, p) for p in range(4)]
-    wait_until(
-        lambda: sum(max(c.offset, 0) for c in membership.committed(inputs)) == KEYS,
-        "every input record committed",
-        TIMEOUT,
-    )
+    wait_input_committed(first, source, 4, KEYS, timeout=TIMEOUT)
     first.close()
     app_dir = kept_dir / app_id
     for task in ("0_2", "0_3"):

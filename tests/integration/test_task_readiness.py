@@ -29,10 +29,9 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.apps import wait_until
-from tests.standby_support import active_tasks, count_topology
+from tests.standby_support import active_tasks, count_topology, wait_input_committed
 
 from streamstate import State, StreamsApp
-from streamstate.app.streams_membership import StreamsMembership
 from streamstate.errors import StreamsRebalancingError
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.records import TopicPartition
@@ -91,14 +90,7 @@ def test_a_task_taken_over_is_restoring_until_its_store_answers(
         TIMEOUT,
     )
     kafka.produce(source, [(f"key-{i:05d}".encode(), b"x") for i in range(KEYS)])
-    membership = taker._threads[0].coordinator
-    assert isinstance(membership, StreamsMembership)
-    inputs = [KafkaTopicPartition(source, p) for p in range(4)]
-    wait_until(
-        lambda: sum(max(c.offset, 0) for c in membership.committed(inputs)) == KEYS,
-        "every input record committed",
-        TIMEOUT,
-    )
+    membership = wait_input_committed(taker, source, 4, KEYS, timeout=TIMEOUT)
     moved = sorted(t.partition for t in active_tasks(leaver).values())
     held.partitions = set(moved)
 

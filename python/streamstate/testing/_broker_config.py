@@ -21,6 +21,7 @@ __all__ = [
     "listener_ports",
     "log4j2_properties",
     "pem_keystore",
+    "self_signed_certificate",
     "server_properties",
 ]
 
@@ -104,6 +105,24 @@ def listener_ports(properties_file: Path) -> list[int]:
     return ports
 
 
+def self_signed_certificate(key: Path, cert: Path, subject: str, extensions: list[str]) -> None:
+    """Makes ``key`` (RSA 2048, unencrypted) and a self-signed ``cert`` for ``subject`` with
+    the X.509 ``extensions``, valid ten years, with ``openssl``; nothing when both exist.
+
+    Raises:
+        OSError: ``openssl`` is missing or a file cannot be written.
+        subprocess.SubprocessError: ``openssl`` failed or took over a minute.
+    """
+    if key.is_file() and cert.is_file():
+        return
+    command = [
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+        "-keyout", str(key), "-out", str(cert), "-subj", subject,
+        *(arg for extension in extensions for arg in ("-addext", extension)),
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+
+
 def pem_keystore(tls_dir: Path) -> Path:
     """A key and a self-signed certificate for :data:`HOST` in ``tls_dir`` (made once with
     ``openssl``; the certificate is :data:`CERTIFICATE`, for clients' ``ssl.ca.location``), and
@@ -115,13 +134,7 @@ def pem_keystore(tls_dir: Path) -> Path:
     """
     tls_dir.mkdir(parents=True, exist_ok=True)
     key, cert = tls_dir / _KEY, tls_dir / CERTIFICATE
-    if not (key.is_file() and cert.is_file()):
-        command = [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-            "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={HOST}",
-            "-addext", f"subjectAltName=IP:{HOST}",
-        ]  # fmt: skip
-        subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+    self_signed_certificate(key, cert, f"/CN={HOST}", [f"subjectAltName=IP:{HOST}"])
     keystore = tls_dir / _KEYSTORE
     keystore.write_text(key.read_text() + cert.read_text(), encoding="utf-8")
     return keystore

@@ -9,10 +9,13 @@ mutual-TLS listener trusts.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from streamstate.testing._broker_config import CERTIFICATE, listener_address
+from streamstate.testing._broker_config import (
+    CERTIFICATE,
+    listener_address,
+    self_signed_certificate,
+)
 
 __all__ = ["CLIENT_CERTIFICATE", "CLIENT_KEY", "SecureAddresses", "client_certificate"]
 
@@ -33,16 +36,13 @@ def client_certificate(tls_dir: Path) -> Path:
     """
     tls_dir.mkdir(parents=True, exist_ok=True)
     key, cert = tls_dir / CLIENT_KEY, tls_dir / CLIENT_CERTIFICATE
-    if not (key.is_file() and cert.is_file()):
-        # Java checks a client certificate's key usages even when it trusts it directly.
-        command = [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=streamstate-client",
-            "-addext", "basicConstraints=critical,CA:FALSE",
-            "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
-            "-addext", "extendedKeyUsage=clientAuth",
-        ]  # fmt: skip
-        subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+    # Java checks a client certificate's key usages even when it trusts it directly.
+    extensions = [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        "extendedKeyUsage=clientAuth",
+    ]
+    self_signed_certificate(key, cert, "/CN=streamstate-client", extensions)
     return cert
 
 
