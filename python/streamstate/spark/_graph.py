@@ -11,7 +11,10 @@ extractors, ``RecordQueue`` rules, the processors and their stores, sinks), fill
 with the entries kept in Spark's state store, sets each source partition's carried partition
 time, hands it the micro-batch's records in timestamp order (``PartitionGroup``), then commits
 it (record caches flushed, as at a ``StreamsApp`` commit) and keeps every store's entries for
-the next micro-batch. Stores are in memory on the executor whatever the topology asks
+the next micro-batch. With several co-partitioned sources the task waits for a lagging one as a
+``StreamsApp``'s does (KIP-695: ``StreamTask.ready`` with the lags read from the broker, see
+``_idling``): the records it does not process are held in its state and queued first next
+micro-batch. Stores are in memory on the executor whatever the topology asks
 (``persistent`` only changes where a ``StreamsApp`` keeps them; the entries are the same).
 
 The stream time some DSL processors keep for themselves (windowed aggregations' and window
@@ -29,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.task import StreamTask
@@ -38,6 +40,14 @@ from streamstate.errors import StreamsError, TopologyError
 from streamstate.processor.graph import TaskId
 from streamstate.records import NOT_KNOWN
 from streamstate.spark._chunks import batches_by_partition
+from streamstate.spark._idling import (
+    add_records,
+    hold,
+    idle_deadlines,
+    keep_idle_deadlines,
+    read_lags,
+    wall_clock_ms,
+)
 from streamstate.spark._process import _fill, _output_row, _QueueState, _Rows, _TaskState
 from streamstate.state.stores import InMemoryKeyValueStore
 
@@ -58,9 +68,7 @@ def _refuse(what: str) -> TopologyError:
 def graph_task(topology: Topology, config: Mapping[str, Any], changelog: bool) -> GraphTask:
     """The runner of ``topology`` (a processor graph) on Spark; raises :class:`TopologyError`
     saying what Spark cannot run and why (see the module doc)."""
-    # max.task.idle.ms -1: a task processes what the micro-batch holds (as the one-function
-    # form does); Kafka's waiting for a quiet partition (KIP-695) is not done here.
-    settings = {**config, "max.task.idle.ms": -1}
+    settings = dict(config)
     cfg = StreamsConfig.from_mapping(settings)
     topology.validate()
     bound = topology.bind(cfg.application_id, cfg.default_key_serde, cfg.default_value_serde)
@@ -102,7 +110,9 @@ class GraphTask:
 
     def _task(self, partition: int, rows: Any) -> StreamTask:
         cfg = StreamsConfig.from_mapping(self.settings)
-        return StreamTask(TaskId(0, partition), self.topology, cfg, rows, {})
+        # The wall clock: KIP-695's idle deadlines outlive the micro-batch (in the task's
+        # state); it is also the processors' (the default of ProcessorTopology).
+        return StreamTask(TaskId(0, partition), self.topology, cfg, rows, {}, clock=wall_clock_ms)
 
     def check_processors(self) -> None:
         """Makes the processors once (their ``init`` runs, as the ``TopologyTestDriver``
@@ -179,39 +189,43 @@ class GraphTask:
                     topic=unknown[0],
                     partition=partition,
                 )
-            for (topic, p), batches in records.items():
-                q = queue_states[(topic, p)]
-                first = pc.min(batches[0].column("offset")).as_py()
-                if first <= q.last_offset:
-                    raise StreamsError(
-                        f"records of a partition must arrive in increasing offset order: "
-                        f"offset {first} after offset {q.last_offset}",
-                        topic=topic,
-                        partition=p,
-                        offset=first,
-                    )
-                for batch in batches:
-                    task.group.add_raw_records(by_key[(topic, p)], batch)
-                q.last_offset = pc.max(batches[-1].column("offset")).as_py()
-
+            rows_of = add_records(task.group.add_raw_records, by_key, queue_states, records)
+            # KIP-695, as a StreamsApp's task: StreamTask.ready asks may_process with the lags
+            # read now and the idle deadlines the last micro-batch left.
+            idling = len(task.partitions) > 1 and task._config.max_task_idle_ms >= 0
+            if idling:
+                task.update_lags(read_lags(task._config, task.partitions, queue_states, records))
+                task._idle_deadlines.update(idle_deadlines(task.partitions, queue_states))
             while task.group.num_buffered():
                 if not task.process(task.group.num_buffered()):
-                    # Never with max.task.idle.ms -1; a record left behind would be lost.
+                    if idling:
+                        break  # waits for a lagging partition: the rest is held
+                    # Never without idling; a record left behind would be lost.
                     raise StreamsError(
                         f"task 0_{partition} stopped with {task.group.num_buffered()} records "
                         "of its micro-batch unprocessed",
                         partition=partition,
                     )
+            keep_idle_deadlines(task.partitions, queue_states, task._idle_deadlines)
             # A StreamsApp's commit: the caches flush (their records forwarded), then stores.
             task.flush_caches()
             if task._eos:
                 task.committable_offsets()
                 task.apply_committed()
 
+            hold(task._queues, rows_of, queue_states)
+
             before = {tp: dict(q.dropped) for tp, q in queue_states.items()}
             for tp in task.partitions:
                 q = queue_states[(tp.topic, tp.partition)]
-                q.partition_time = task.group.partition_time(tp)
+                # A partition with held records carries the partition time of those it
+                # processed: the held ones bring theirs back when they are queued again, and
+                # the stream time set from it is the one a StreamsApp's task has.
+                q.partition_time = (
+                    task._processed_time.get(task._queues[tp], NOT_KNOWN)
+                    if q.held is not None
+                    else task.group.partition_time(tp)
+                )
                 for reason, n in task._queues[tp].dropped_records.items():
                     q.dropped[reason] = q.dropped.get(reason, 0) + n
             kept: dict[str, Any] = dict(task.stores)

@@ -21,7 +21,6 @@ changelog write rows instead of producing: Spark's Kafka sink produces them.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,7 @@ from streamstate.app.context import (
 )
 from streamstate.app.task_idling import may_process
 from streamstate.app.topology import Topology
-from streamstate.clients.config import CONSUMER_PREFIX, GLOBAL_CONSUMER_PREFIX
+from streamstate.clients.config import GLOBAL_CONSUMER_PREFIX
 from streamstate.errors import StreamsError
 from streamstate.queue import PartitionGroup, RecordQueue
 from streamstate.records import NOT_KNOWN, TopicPartition
@@ -53,7 +52,14 @@ from streamstate.spark._chunks import (
     unpack_chunks,
 )
 from streamstate.spark._global_stores import GlobalStoreCopies
-from streamstate.spark._idling import EndOffsets, encode_held, held_batch, read_held
+from streamstate.spark._idling import (
+    add_records,
+    hold,
+    idle_deadlines,
+    keep_idle_deadlines,
+    read_lags,
+    wall_clock_ms,
+)
 from streamstate.spark._metrics import DEFAULT, DROP_REASONS, observe_drops, resolve_observation
 from streamstate.spark._pyspark_compat import quiet_pandas3_warning
 from streamstate.stores import InMemoryKeyValueStore, process_next
@@ -315,41 +321,11 @@ class _Task:
             if q.partition_time != NOT_KNOWN:
                 group.set_partition_time(tp, q.partition_time)
         by_key = {(tp.topic, tp.partition): tp for tp in queues}
-        # Records held by the last micro-batch (KIP-695) come first, already stamped.
-        rows_of: dict[tuple[str, int], list[Any]] = {}
-        for held_tp, q in queue_states.items():
-            held = read_held(q.held)
-            if held:
-                rows_of[held_tp] = list(held)
-                for batch in held:
-                    group.add_raw_records(by_key[held_tp], batch)
-            q.held = q.held_from = None
-        for (topic, partition), batches in records.items():
-            q = queue_states[(topic, partition)]
-            rows_of.setdefault((topic, partition), []).extend(batches)
-            first = pc.min(batches[0].column("offset")).as_py()
-            if first <= q.last_offset:
-                raise StreamsError(
-                    f"records of a partition must arrive in increasing offset order: offset "
-                    f"{first} after offset {q.last_offset}",
-                    topic=topic,
-                    partition=partition,
-                    offset=first,
-                )
-            for batch in batches:
-                group.add_raw_records(by_key[(topic, partition)], batch)
-            q.last_offset = pc.max(batches[-1].column("offset")).as_py()
+        rows_of = add_records(group.add_raw_records, by_key, queue_states, records)
 
         ready = self._idling(task_id, queues, queue_states, records) if len(queues) > 1 else None
         _run_processor(node.function, ctx, group, ready)
-        for tp, queue in queues.items():
-            if queue.size():
-                key = (tp.topic, tp.partition)
-                batch = held_batch(rows_of[key], queue.poll_batch())
-                if batch is not None:
-                    q = queue_states[key]
-                    q.held = encode_held(batch)
-                    q.held_from = pc.min(batch.column("offset")).as_py()
+        hold(queues, rows_of, queue_states)
 
         before = {tp: dict(q.dropped) for tp, q in queue_states.items()}
         for tp, queue in queues.items():
@@ -374,36 +350,13 @@ class _Task:
         idle_ms = self.config.max_task_idle_ms
         if idle_ms < 0:
             return None
-        ends = EndOffsets.for_servers(
-            self.config.bootstrap_servers, self.config.overrides.get(CONSUMER_PREFIX, {})
-        )
-        lags: dict[TopicPartition, int] = {}
-        for tp in queues:
-            key = (tp.topic, tp.partition)
-            q = queue_states[key]
-            end = ends.end_offset(tp.topic, tp.partition)
-            if q.last_offset >= 0:
-                q.position = max(q.position or 0, q.last_offset + 1)
-            elif q.position is None:
-                q.position = end  # where Spark started it is not known: wait for what comes
-            lag = max(0, end - q.position)
-            if lag and key not in records and q.lagging == [q.position, end]:
-                # A whole micro-batch read past the position and brought nothing: offsets no
-                # consumer returns (transaction markers, aborted records).
-                q.position, lag = end, 0
-            q.lagging = [q.position, end] if lag else None
-            lags[tp] = lag
-        deadlines = {
-            tp: q.idle_deadline
-            for tp in queues
-            if (q := queue_states[(tp.topic, tp.partition)]).idle_deadline is not None
-        }
+        lags = read_lags(self.config, queues, queue_states, records)
+        deadlines = idle_deadlines(queues, queue_states)
 
         def ready() -> bool:
             buffered = {tp: queue.size() for tp, queue in queues.items()}
-            ok = may_process(buffered, lags, deadlines, _wall_clock_ms, idle_ms)
-            for tp in queues:
-                queue_states[(tp.topic, tp.partition)].idle_deadline = deadlines.get(tp)
+            ok = may_process(buffered, lags, deadlines, wall_clock_ms, idle_ms)
+            keep_idle_deadlines(queues, queue_states, deadlines)
             return ok
 
         return ready
@@ -440,10 +393,6 @@ def _ignore(err: Any, msg: Any) -> None:
     """Delivery reports of changelog rows never come: the sink delivers them."""
 
 
-def _wall_clock_ms() -> float:
-    return time.time() * 1000.0
-
-
 def _run_processor(
     function: Callable[[Any, Any], None],
     ctx: ProcessorContext,
@@ -476,8 +425,9 @@ def process(
     ``changelog=True``, every write to a logged store as a record of
     ``<application.id>-<store>-changelog`` (partition = task), so a ``StreamsApp`` or
     ``streamstate restore`` can take the state over. ``config`` takes a ``StreamsApp``'s
-    settings; ``process`` reads ``application.id``, ``bootstrap.servers`` (global stores, and
-    creating the changelog topics), ``default.timestamp.extractor`` and
+    settings; ``process`` reads ``application.id``, ``bootstrap.servers`` (global stores,
+    creating the changelog topics, end offsets), ``max.task.idle.ms`` (KIP-695, for a topology
+    with several co-partitioned sources), ``default.timestamp.extractor`` and
     ``default.deserialization.exception.handler``.
 
     One task per Kafka partition number, as in a ``StreamsApp``: its records are stamped with
