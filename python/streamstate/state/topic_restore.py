@@ -324,7 +324,7 @@ def restore_topic(
         consumer = open_restore_consumer(config, fetch=fetch, parallelism=parallelism)
         if max_poll_records is None:
             # Records of the Rust fetch never become Python objects: its calls may take many
-            # (the fetcher writes at most 16 MiB per partition at once either way).
+            # (the fetcher writes at most 1 MiB per partition at once either way).
             fetched = isinstance(consumer, ChangelogFetcher)
             max_poll_records = _MAX_FETCH_RECORDS if fetched else _MAX_POLL_RECORDS
         reader = StoreChangelogReader(

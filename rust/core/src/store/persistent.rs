@@ -13,18 +13,21 @@
 //!
 //! Restoration has a write path of its own ([`KeyValueStore::restore_batch`], `bulk.rs`):
 //! restore batches wait in memory (bounded) and are written as sorted runs straight into
-//! fjall's tables. Every other operation writes what waits first, so it is never observable,
-//! and `flush` makes it durable before a checkpoint can name it.
+//! fjall's tables, a full run on a thread of its own while the restore reads on. Every other
+//! operation waits for that run and writes what waits first, so neither is ever observable,
+//! and `flush` makes it durable (or fails, if a run could not be written) before a checkpoint
+//! can name it.
 
 use std::fmt::Display;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::bulk::{self, Pending};
+use super::bulk::{self, Pending, Run};
 use super::{closed_error, is_empty_range, KeyValue, KeyValueStore, WriteOp};
 use crate::error::{CoreError, ErrorKind, Result};
 
@@ -49,6 +52,16 @@ pub const MAX_KEY_BYTES: usize = u16::MAX as usize - 1;
 /// Kafka Streams gives a RocksDB store's block cache (50 MB), rounded up.
 const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// fjall's background threads per store (flushes and compactions). fjall's default is one per
+/// core (up to 4), and with more than one its worker 0 hands every compaction request back to
+/// the queue so another worker takes it (`worker_pool.rs`, "let one worker prioritize
+/// flushing"): while that other worker compacts, worker 0 takes the request back at once and
+/// re-queues it, spinning a whole core until the compaction ends. A restore writes runs that
+/// compact all the time, so that spin took half the process's CPU (perf, 1M records of 1 kB).
+/// One worker flushes and compacts in turn, without the spin; an application has one store per
+/// partition, so the workers still add up.
+const WORKER_THREADS: usize = 1;
+
 /// An open database and its keyspace; dropping both releases the directory's lock.
 struct Open {
     db: Database,
@@ -65,16 +78,85 @@ pub struct PersistentKeyValueStore {
     /// Serializes writes through this object, so that `delete` (a read, then a write) returns
     /// the value it removed even with other writers about.
     writer: Mutex<()>,
-    /// Restore writes not written yet (`restore_batch`); taken before `writer`, never after.
+    /// Restore writes not written yet (`restore_batch`); taken before `in_flight` and
+    /// `writer`, never after.
     pending: Mutex<Pending>,
+    /// The full run being written on a thread of its own while the restore reads on (at most
+    /// one: the next full run waits for it). Every operation but `restore_batch` waits for it
+    /// first, so it is never observable, and its failure is reported by the next operation.
+    in_flight: Mutex<Option<InFlight>>,
     /// Known to hold a key (kept once true: keeping tombstones is always correct, dropping them
     /// only while the store is empty).
-    holds_data: AtomicBool,
+    holds_data: Arc<AtomicBool>,
     /// Why restore writes were lost, if a run failed to be written: from then on `flush` fails,
     /// so no checkpoint can claim offsets the store does not hold.
     lost: Mutex<Option<String>>,
     /// Runs written by the bulk path since the store was opened.
-    runs: std::sync::atomic::AtomicU64,
+    runs: Arc<AtomicU64>,
+}
+
+/// A run written on a thread of its own: the outcome, and the run's buffers for the next run.
+type InFlight = JoinHandle<(Result<()>, Run)>;
+
+/// What writing a run needs, apart from the store object (so that a thread can write it).
+struct RunWriter {
+    name: String,
+    dir: PathBuf,
+    db: Database,
+    kv: Keyspace,
+    holds_data: Arc<AtomicBool>,
+    runs: Arc<AtomicU64>,
+}
+
+impl RunWriter {
+    fn err(&self, what: &str, e: impl Display) -> CoreError {
+        CoreError::new(
+            ErrorKind::ProcessorState,
+            format!("{what} failed in {}: {e}", self.dir.display()),
+        )
+        .in_store(&self.name)
+    }
+
+    /// Writes `run` (in the order written, keeping the last write of each key): as a sorted
+    /// run of tables when it is big enough, else as one ordinary write batch.
+    fn write(&self, run: &mut Run) -> Result<()> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        #[cfg(test)]
+        if self.name == tests::FAILING_STORE {
+            return Err(self.err("writing a restored run", "injected failure"));
+        }
+        // Every write of a fjall batch gets the batch's one sequence number, so two writes to
+        // one key would tie; a run must be sorted with one write per key. Either way only the
+        // last write of each key is kept.
+        run.last_writes();
+        if run.bytes() < bulk::MIN_INGEST_BYTES {
+            let mut batch = self.db.batch();
+            for (key, value) in run.iter() {
+                let mut k = Vec::with_capacity(key.len() + 1);
+                k.push(KEY_PREFIX);
+                k.extend_from_slice(key);
+                match value {
+                    Some(v) => batch.insert(&self.kv, k, v),
+                    None => batch.remove(&self.kv, k),
+                }
+            }
+            batch.commit().map_err(|e| self.err("a write batch", e))?;
+            self.holds_data.store(true, Ordering::Release);
+            return Ok(());
+        }
+        let holds_data = self.holds_data.load(Ordering::Acquire)
+            || !self.kv.is_empty().map_err(|e| self.err("a read", e))?;
+        let adds_data = run.adds_data();
+        bulk::ingest(&self.kv, KEY_PREFIX, run, !holds_data)
+            .map_err(|e| self.err("writing a restored run", e))?;
+        if holds_data || adds_data {
+            self.holds_data.store(true, Ordering::Release);
+        }
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 impl PersistentKeyValueStore {
@@ -106,6 +188,7 @@ impl PersistentKeyValueStore {
         })?;
         let db = Database::builder(&db_dir)
             .cache_size(CACHE_BYTES)
+            .worker_threads(WORKER_THREADS)
             .open()
             .map_err(|e| match e {
                 fjall::Error::Locked => fail(format!(
@@ -128,9 +211,10 @@ impl PersistentKeyValueStore {
             open: RwLock::new(Some(Open { db, kv })),
             writer: Mutex::new(()),
             pending: Mutex::new(Pending::default()),
-            holds_data: AtomicBool::new(false),
+            in_flight: Mutex::new(None),
+            holds_data: Arc::new(AtomicBool::new(false)),
             lost: Mutex::new(None),
-            runs: std::sync::atomic::AtomicU64::new(0),
+            runs: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -140,8 +224,10 @@ impl PersistentKeyValueStore {
     }
 
     /// How many sorted runs restore batches were written as since the store was opened (the
-    /// bulk path; small remainders go through write batches and are not counted).
+    /// bulk path; small remainders go through write batches and are not counted), once the
+    /// run being written, if any, is written.
     pub fn runs_written(&self) -> u64 {
+        let _ = self.finish_in_flight(&mut self.pending(), false);
         self.runs.load(Ordering::Relaxed)
     }
 
@@ -163,42 +249,90 @@ impl PersistentKeyValueStore {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Writes the restore writes waiting, if any: as one sorted run when there is enough of
-    /// them, else as an ordinary write batch. Called before every other operation, so that
-    /// no read misses them and no write is overtaken by them.
-    fn write_pending(&self, o: &Open) -> Result<()> {
-        let mut pending = self.pending();
-        if pending.is_empty() {
-            return Ok(());
+    fn run_writer(&self, o: &Open) -> RunWriter {
+        RunWriter {
+            name: self.name.clone(),
+            dir: self.dir.clone(),
+            db: o.db.clone(),
+            kv: o.kv.clone(),
+            holds_data: self.holds_data.clone(),
+            runs: self.runs.clone(),
         }
-        let (mut ops, bytes) = pending.take();
-        let outcome = if bytes < bulk::MIN_INGEST_BYTES {
-            self.write_batch(o, ops)
-        } else {
-            bulk::last_writes(&mut ops);
-            self.ingest(o, ops)
-        };
-        if let Err(e) = &outcome {
+    }
+
+    /// Notes why restore writes were lost (the first reason is kept).
+    fn note_lost(&self, outcome: &Result<()>) {
+        if let Err(e) = outcome {
             let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
             lost.get_or_insert_with(|| e.reason.clone());
         }
+    }
+
+    /// Waits for the run being written on its thread, if any; its outcome. Its buffers go
+    /// back to `pending` for the next run if `keep`.
+    fn finish_in_flight(&self, pending: &mut Pending, keep: bool) -> Result<()> {
+        let handle = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(handle) = handle else {
+            return Ok(());
+        };
+        let outcome = match handle.join() {
+            Ok((outcome, run)) => {
+                pending.recycle(run, keep);
+                outcome
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                Err(self.err("writing a restored run", what))
+            }
+        };
+        self.note_lost(&outcome);
         outcome
     }
 
-    /// Writes `ops` (sorted, one per key) as one run; deletes are left out of a store that
-    /// holds no key.
-    fn ingest(&self, o: &Open, ops: Vec<WriteOp>) -> Result<()> {
-        let holds_data = self.holds_data.load(Ordering::Acquire)
-            || !o.kv.is_empty().map_err(|e| self.err("a read", e))?;
-        let adds_data = ops.iter().any(|(_, v)| v.is_some());
-        let _w = self.writer();
-        bulk::ingest(&o.kv, KEY_PREFIX, ops, !holds_data)
-            .map_err(|e| self.err("writing a restored run", e))?;
-        if holds_data || adds_data {
-            self.holds_data.store(true, Ordering::Release);
+    /// Writes the restore writes waiting, if any, after the run in flight: as one sorted run
+    /// when there is enough of them, else as an ordinary write batch. Called before every
+    /// other operation, so that no read misses them and no write is overtaken by them.
+    fn write_pending(&self, o: &Open) -> Result<()> {
+        let mut pending = self.pending();
+        self.finish_in_flight(&mut pending, false)?;
+        if pending.is_empty() {
+            return Ok(());
         }
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        let mut run = pending.take();
+        let outcome = self.run_writer(o).write(&mut run);
+        self.note_lost(&outcome);
+        outcome
+    }
+
+    /// Writes the full run waiting on a thread of its own, after the one in flight (whose
+    /// failure is this call's): the restore reads on meanwhile. Called with `pending` locked.
+    fn write_in_background(&self, o: &Open, pending: &mut Pending) -> Result<()> {
+        self.finish_in_flight(pending, true)?;
+        let mut run = pending.take();
+        let writer = self.run_writer(o);
+        let spawned = std::thread::Builder::new()
+            .name("streamstate-ingest".into())
+            .spawn(move || (writer.write(&mut run), run));
+        match spawned {
+            Ok(handle) => {
+                *self.in_flight.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+                Ok(())
+            }
+            Err(e) => {
+                // No thread (the process is at its limit): the run went with the closure.
+                let outcome = Err(self.err("starting a thread to write a restored run", e));
+                self.note_lost(&outcome);
+                outcome
+            }
+        }
     }
 
     /// Writes `ops` in one atomic write batch, keeping the last write of each key.
@@ -319,15 +453,31 @@ impl KeyValueStore for PersistentKeyValueStore {
         if let Some((k, _)) = ops.iter().find(|(k, _)| k.len() > MAX_KEY_BYTES) {
             return self.db_key(k).map(|_| ());
         }
-        let full = {
-            let mut pending = self.pending();
-            pending.push(ops);
-            pending.is_full()
-        };
-        if full || caught_up {
-            self.write_pending(o)?;
+        if let Some((_, Some(v))) = ops
+            .iter()
+            .find(|(_, v)| v.as_ref().is_some_and(|v| v.len() > bulk::MAX_VALUE_BYTES))
+        {
+            return Err(self.err(
+                "a restore batch",
+                format!(
+                    "a value of {} bytes is over the limit of {}",
+                    v.len(),
+                    bulk::MAX_VALUE_BYTES
+                ),
+            ));
         }
-        Ok(())
+        let mut pending = self.pending();
+        pending.push(ops);
+        if caught_up {
+            // A restoration that reached its end has its records in the store (not in memory
+            // nor on a thread) when its caller hears of it.
+            drop(pending);
+            self.write_pending(o)
+        } else if pending.is_full() {
+            self.write_in_background(o, &mut pending)
+        } else {
+            Ok(())
+        }
     }
 
     fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Result<Vec<KeyValue>> {
@@ -408,6 +558,9 @@ impl Drop for PersistentKeyValueStore {
 mod tests {
     use super::*;
     use crate::store::tests as common;
+
+    /// A store of this name fails to write any run of restore writes (a disk error, say).
+    pub(super) const FAILING_STORE: &str = "fails-to-write-runs";
 
     fn tempdir(tag: &str) -> PathBuf {
         let nanos = std::time::SystemTime::now()
@@ -661,6 +814,89 @@ mod tests {
         s.apply_batch(ops).unwrap();
         let got: Vec<KeyValue> = s.all().map(|r| r.unwrap()).collect();
         assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Restore batches of `n` writes of 1 kB values over `keys` keys, from record `from` on.
+    fn restore_records(from: u32, n: u32, keys: u32) -> Vec<WriteOp> {
+        (from..from + n)
+            .map(|i| {
+                let v = format!("{i}:{}", "v".repeat(1000)).into_bytes();
+                (format!("k{:06}", i % keys).into_bytes(), Some(v))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn full_runs_are_written_behind_the_restore_and_every_operation_waits_for_them() {
+        let (s, dir) = open("behind");
+        let keys = 20_000;
+        // 60k writes of 1 kB: full runs (32 MiB) are handed to a thread as the batches arrive.
+        for b in 0..60 {
+            s.restore_batch(restore_records(b * 1000, 1000, keys), false)
+                .unwrap();
+        }
+        // A read waits for the run in flight and writes what waits: it sees the last write.
+        let last = |k: u32| {
+            let i = (0..60_000).rev().find(|i| i % keys == k).unwrap();
+            Some(format!("{i}:{}", "v".repeat(1000)).into_bytes())
+        };
+        assert_eq!(s.get(b"k000007").unwrap(), last(7));
+        assert!(s.runs_written() >= 1, "a full run was written as tables");
+        assert_eq!(s.approximate_num_entries().unwrap(), u64::from(keys));
+        // More runs in flight, then a close: nothing is lost.
+        for b in 60..120 {
+            s.restore_batch(restore_records(b * 1000, 1000, keys), false)
+                .unwrap();
+        }
+        s.close().unwrap();
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        for k in [0, 1, 19_999] {
+            let i = (0..120_000).rev().find(|i| i % keys == k).unwrap();
+            let want = format!("{i}:{}", "v".repeat(1000)).into_bytes();
+            assert_eq!(s.get(format!("k{k:06}").as_bytes()).unwrap(), Some(want));
+        }
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_run_that_fails_behind_the_restore_fails_the_next_call_and_every_flush() {
+        let dir = tempdir("fails");
+        let s = PersistentKeyValueStore::open(FAILING_STORE, &dir).unwrap();
+        // Enough for a full run: it is handed to a thread, and this call succeeds.
+        let mut calls = 0;
+        let failed = loop {
+            calls += 1;
+            assert!(calls < 100, "no run was ever written");
+            if let Err(e) = s.restore_batch(restore_records(calls * 1000, 1000, 50_000), false) {
+                break e;
+            }
+            if s.in_flight.lock().unwrap().is_some() {
+                // The run in flight fails: the next call that waits for it reports it.
+                break s
+                    .restore_batch(restore_records(0, 10, 50_000), true)
+                    .unwrap_err();
+            }
+        };
+        assert_eq!(failed.kind, ErrorKind::ProcessorState);
+        assert_eq!(failed.location.store_name.as_deref(), Some(FAILING_STORE));
+        assert!(
+            failed.reason.contains("injected failure"),
+            "{}",
+            failed.reason
+        );
+        // No checkpoint can follow: every flush fails.
+        let flush = s.flush().unwrap_err();
+        assert_eq!(flush.location.store_name.as_deref(), Some(FAILING_STORE));
+        let again = s.flush().unwrap_err();
+        assert!(again.reason.contains("were lost"), "{}", again.reason);
+        drop(s);
+        // Nothing of the failed run is in the store: the next restore starts from the last
+        // checkpoint (none here) and rebuilds it.
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        assert_eq!(s.approximate_num_entries().unwrap(), 0);
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }
