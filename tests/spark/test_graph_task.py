@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from tests.spark._group_state import GroupState
 
 from streamstate import (
     Materialized,
@@ -28,25 +29,6 @@ from streamstate.testing import TopologyTestDriver
 
 S = Serdes.String()
 CONFIG = {"application.id": "graph-task", "bootstrap.servers": "dummy:1234"}
-
-
-class _State:
-    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it to the function."""
-
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple[Any, ...]:
-        assert self.value is not None
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = value
 
 
 def _windowed_count() -> Topology:
@@ -94,7 +76,7 @@ def _rows(frames: list[Any]) -> list[tuple[str, bytes, bytes, int]]:
 def test_a_late_record_first_in_a_micro_batch_is_dropped_as_the_driver_drops_it() -> None:
     batches = [[("a", 0, 0), ("a", 1, 70_000)], [("a", 2, 5_000), ("a", 3, 71_000)]]
     task = graph_task(_windowed_count(), CONFIG, changelog=False)
-    state = _State()
+    state = GroupState()
     got = []
     for records in batches:
         got += _rows(list(task.run((0,), _frames(records), state)))

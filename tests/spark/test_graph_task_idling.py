@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 from tests.apps import wait_until
 from tests.integration.test_streams_app import new_app
+from tests.spark._group_state import GroupState
 from tests.spark._queues import read_all
 
 from streamstate import Serdes, StreamsApp, StreamsBuilder, Topology
@@ -279,25 +280,6 @@ def test_a_restart_mid_way_with_held_records_gives_the_same_joins(
 # -- a checkpoint written before graph tasks waited ---------------------------------------------
 
 
-class _State:
-    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it to the function."""
-
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple[Any, ...]:
-        assert self.value is not None
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = value
-
-
 def _frames(rows: list[tuple[str, int, str, str, int]]) -> list[Any]:
     """Spark's Kafka source rows of partition 0 (topic, offset, key, value, timestamp ms),
     packed as ``process`` packs them for the grouped operator."""
@@ -332,7 +314,7 @@ def test_a_graph_task_resumes_from_state_kept_before_graphs_waited(
     kafka.produce(table, [("k", "t0", 100), ("k", "t1", 300)])
     kafka.produce(stream, [("k", "s0", 200), ("k", "s1", 400)])
     topology = program(stream, table, "out")
-    state = _State()
+    state = GroupState()
     # What the task kept before this change (graphs never waited): written here with
     # max.task.idle.ms -1, which keeps no KIP-695 field, as that code did.
     old = graph_task(topology, _config("resume", kafka, **{"max.task.idle.ms": -1}), False)
