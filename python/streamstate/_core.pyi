@@ -30,6 +30,7 @@ __all__ = [
     "build_profile",
     "decode_column",
     "decode_kafka_batch",
+    "encode_window_counts",
     "process_next",
     "split_by_partition",
     "timestamp_type_id_from_confluent",
@@ -150,6 +151,8 @@ class NativeSerializer:
     """A built-in serializer running in Rust, built from a spec tuple."""
 
     def __new__(cls, spec: tuple[Any, ...]) -> NativeSerializer: ...
+    @property
+    def name(self) -> str: ...
     def serialize(self, topic: str | None, obj: Any) -> bytes | None: ...
 
 @final
@@ -506,3 +509,8 @@ class StreamsGroupMember:
     ]: ...
     def request_shutdown(self) -> None: ...
     def _set_member_epoch_for_test(self, epoch: int) -> None: ...
+
+def encode_window_counts(
+    items: list[Any], interval: int, live_segment: int
+) -> tuple[list[tuple[bytes, bytes]], list[int], list[tuple[bytes, bytes, int]], list[int]] | None:
+    """The writes of a built-in windowed count's record-cache flush of ``items``."""

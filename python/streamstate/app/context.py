@@ -112,6 +112,33 @@ class ChangeLoggingKeyValueStore(ReadOnlyStoreView):
         for key, value in pairs:
             self._log(key, value)
 
+    def put_all_stamped(
+        self, pairs: list[tuple[bytes, bytes | None]], timestamps: list[int]
+    ) -> None:
+        """As :meth:`put_all` for values that are not ``None``, each changelog record
+        stamped with ``timestamps[i]``: what :meth:`put_all` reads from the value's first 8
+        bytes (floored at 0), given by a caller that has it (a windowed count's flush)."""
+        if not self._value_timestamps:
+            self.put_all(pairs)
+            return
+        self.inner.put_all(pairs)
+        produce = self._producer.produce
+        changelog, partition, on_delivery = self._changelog, self._partition, self._on_delivery
+        for (key, value), timestamp in zip(pairs, timestamps, strict=True):
+            while True:
+                try:
+                    produce(
+                        changelog,
+                        value,
+                        key,
+                        partition=partition,
+                        on_delivery=on_delivery,
+                        timestamp=timestamp,
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+
     def put_unlogged(self, key: bytes, value: bytes | None) -> None:
         """Writes ``key`` without a changelog record: a window store dropping an expired
         segment (Kafka's segment drops are not logged either: a windowed changelog expires by

@@ -2,11 +2,13 @@
 
 ``PartitionGroup.next_record`` hands out one record at a time in Kafka's cross-partition
 timestamp order. Where a source topic's records go to a processor that can take several at
-once (``ProcessorTopology.run_handlers``: today a plain stream-table join writing to a plain
-sink), the task asks the group for the *run* the one-at-a-time loop would take next
-(``PartitionGroup.next_run``: the records in a row from one queue up to where the loop would
-switch queues, ties included; nothing is added to the queues while the task processes) and hands
-the whole run over in one call. The state a record leaves behind is what the loop leaves:
+once (``ProcessorTopology.run_handlers``: a plain stream-table join writing to a plain sink;
+an aggregation over a cached store fed by its source, e.g. ``group_by_key().count()`` or a
+tumbling-window count, which forwards nothing per record), the task asks the group for the
+*run* the one-at-a-time loop would take next (``PartitionGroup.next_run``: the records in a
+row from one queue up to where the loop would switch queues, ties included; nothing is added to
+the queues while the task processes) and hands the whole run over in one call. The state a
+record leaves behind is what the loop leaves:
 
 * the records are removed from the queue (``PartitionGroup.advance``) only once processed, so
   stream time, the queue's head offset (what a commit commits) and its size are exactly the

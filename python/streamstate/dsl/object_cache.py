@@ -90,6 +90,10 @@ class ObjectCache:
         self.decode: Callable[[bytes], Any] | None = None
         self.listener: Callable[[Any, Any, Any, Any], None] | None = None
         self.with_old = False
+        # A flush that writes and tells the listener's effect itself, in one batch (a built-in
+        # windowed count: window_processors.CountFlush): ``batch_flush(items)`` with the dirty
+        # items in order, ``False`` when it cannot (the general flush then takes them).
+        self.batch_flush: Callable[[list[tuple[Any, tuple[Any, Any, Any]]]], bool] | None = None
 
     def get(self, cache_key: Any) -> Any:
         """The dirty or clean object of ``cache_key`` (``None``: deleted), or :data:`MISSING`;
@@ -150,6 +154,9 @@ class ObjectCache:
         # listener's processors) start the next batch.
         items = list(self.dirty.items())
         self.dirty.clear()
+        batch_flush = self.batch_flush
+        if batch_flush is not None and batch_flush(items):
+            return
         encode = self.encode
         assert encode is not None
         listener = self.listener
@@ -192,13 +199,7 @@ class ObjectCache:
             # trusts the clean entries (a window store's absent_after) must read the store.
             for forgotten in self.forget_listeners:
                 forgotten(uncovered)
-        excess = len(clean) - self.max_clean
-        if excess > 0:
-            evicted = list(itertools.islice(clean, excess))
-            for cache_key in evicted:
-                del clean[cache_key]
-            for forgotten in self.forget_listeners:
-                forgotten(evicted)
+        self._evict_clean()
         if keep_raw is not None:
             self._evict_raw(keep_raw)
         self.below.put_all(puts)
@@ -208,6 +209,44 @@ class ObjectCache:
         assert decode is not None
         for key, obj, headers, old in told:
             listener(key, obj, decode(old) if with_old and old is not None else None, headers)
+
+    def keep_flushed(
+        self, items: list[tuple[Any, tuple[Any, Any, Any]]], expired: list[int]
+    ) -> None:
+        """The clean entries after a batch flush of ``items`` whose objects cannot change
+        (``_immutable``) wrote all but ``expired`` (indexes) to the store below: what
+        :meth:`flush` keeps for them, before the batch writes them below."""
+        clean = self.clean
+        raw = self.raw
+        if raw:
+            for cache_key, _ in items:
+                dropped = raw.pop(cache_key, None)
+                if dropped is not None:
+                    self.raw_bytes -= len(dropped)
+        pop = clean.pop
+        for cache_key, _ in items:
+            pop(cache_key, None)  # re-inserted last: evicted last
+        if expired:
+            gone = frozenset(expired)
+            clean.update(
+                (cache_key, entry[1]) for i, (cache_key, entry) in enumerate(items) if i not in gone
+            )
+        else:
+            clean.update((cache_key, entry[1]) for cache_key, entry in items)
+        self._evict_clean()
+        if raw:
+            self._evict_raw(raw)
+
+    def _evict_clean(self) -> None:
+        # The oldest first, past max_clean entries.
+        clean = self.clean
+        excess = len(clean) - self.max_clean
+        if excess > 0:
+            evicted = list(itertools.islice(clean, excess))
+            for cache_key in evicted:
+                del clean[cache_key]
+            for forgotten in self.forget_listeners:
+                forgotten(evicted)
 
     def _evict_raw(self, raw: dict[Any, bytes]) -> None:
         # The oldest first, past max_clean entries or max_raw_bytes bytes.

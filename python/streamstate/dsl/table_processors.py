@@ -435,6 +435,55 @@ class StreamAggregateProcessor(_Stateful):
             self._clean = cache.clean
             self._cache_put = cache.put
 
+    # A run of records is handed over here (app/task_runs.py) only over a cached store: it
+    # writes nothing downstream while processing (its cache's flush does).
+    runs_without_sink = True
+
+    def run_handler(self, sink: Any, topology: Any) -> Callable[[list[Any]], int] | None:
+        """Over a cached store (the hot path): a function that takes a run of source
+        ``StampedRecord``s (``ProcessorTopology.run_handlers``) and aggregates them one after
+        the other exactly as :meth:`process` would, the hot path inlined and the source's
+        ``Record`` made only for a key not yet cached; it returns how many it took, stopping
+        before a record with a key not a string, a null value or headers (those go through
+        :meth:`process`). ``topology.current`` is the record being processed. ``None``
+        otherwise."""
+        del sink  # the table forwards at its cache's flush, not per record
+        dirty = self._dirty
+        if dirty is None:
+            return None
+        clean, cache_put, process = self._clean, self._cache_put, self.process
+        counting, aggregator = self.counting, self.aggregator
+
+        def run(records: list[Any]) -> int:
+            done = 0
+            for stamped in records:
+                key = stamped.key
+                value = stamped.value
+                if type(key) is not str or value is None or stamped.headers:
+                    break
+                topology.current = stamped
+                timestamp = stamped.timestamp
+                entry = dirty.get(key)
+                found = entry[1] if entry is not None else clean.get(key, MISSING)
+                if found is MISSING or found is None:
+                    process(_value_and_timestamp(Record, (key, value, timestamp, ())))
+                else:
+                    old_timestamp = found[1]
+                    new = found[0] + 1 if counting else aggregator(key, value, found[0])
+                    cache_put(
+                        key,
+                        key,
+                        _value_and_timestamp(
+                            ValueAndTimestamp,
+                            (new, timestamp if timestamp > old_timestamp else old_timestamp),
+                        ),
+                        (),
+                    )
+                done += 1
+            return done
+
+        return run
+
     def process(self, record: Record) -> None:
         """Aggregates ``record`` into its key's result."""
         key, value, timestamp = record[0], record[1], record[2]

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from streamstate.dsl.count_flush import CountFlush
 from streamstate.dsl.object_cache import MISSING
 from streamstate.dsl.stores import SessionStore, ValueAndTimestamp, WindowStore
 from streamstate.dsl.table_processors import Change, TableForwarder, TableState, skip_record
@@ -32,6 +33,9 @@ from streamstate.processor.record import Record
 __all__ = ["SessionWindowAggregateProcessor", "TimeWindowAggregateProcessor"]
 
 _log = logging.getLogger(__name__)
+# A built-in windowed count flushes its record cache in one batch where it can
+# (dsl/count_flush.py); tests switch it off to compare both paths.
+BATCH_FLUSH = True
 _LAST_EMIT = b"last-emit-window-close-time"
 _tuple_new = tuple.__new__  # a NamedTuple's own __new__ is a Python function
 
@@ -139,11 +143,18 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
             assert cache is not None
             self._dirty, self._clean, self._cache_put = cache.dirty, cache.clean, cache.put
             store.stored_absent_after()
+            if self.counting and BATCH_FLUSH:
+                cache.batch_flush = CountFlush(self)
 
     def process(self, record: Record) -> None:
         """Aggregates ``record`` into each open window it falls in."""
         key, value, timestamp = record[0], record[1], record[2]
-        if self._fast and type(key) is str and timestamp >= 0 and self._process_tumbling(record):
+        if (
+            self._fast
+            and type(key) is str
+            and timestamp >= 0
+            and self._tumble(key, value, timestamp, record[3])
+        ):
             return
         if key is None or (self.initializer is None and value is None):
             skip_record(self.context, "null key" if key is None else "null value")
@@ -183,11 +194,110 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         if self.emit_on_close:
             self._emit_final(record, close_time)
 
-    def _process_tumbling(self, record: Record) -> bool:
+    # A run of records is handed over here (app/task_runs.py) only for a windowed count over
+    # a cached store: it writes nothing downstream while processing (its cache's flush does).
+    runs_without_sink = True
+
+    def run_handler(self, sink: Any, topology: Any) -> Callable[[list[Any]], int] | None:
+        """For tumbling windows over a cached store (the hot path): a function that takes a
+        run of source ``StampedRecord``s (``ProcessorTopology.run_handlers``) and counts or
+        aggregates them one after the other exactly as :meth:`process` would, the source's
+        ``Record`` not made; it returns how many it took, stopping before a record off the
+        hot path (a key not a string, a negative timestamp, headers, a record for a closed
+        window: those go through :meth:`process`, which logs and counts a late one).
+        ``topology.current`` is the record being processed. ``None`` otherwise."""
+        del sink  # the table forwards at its cache's flush, not per record
+        if not self._fast:
+            return None
+        if self.counting:
+            return self._count_run(topology)
+        tumble = self._tumble
+
+        def run(records: list[Any]) -> int:
+            done = 0
+            for stamped in records:
+                key = stamped.key
+                timestamp = stamped.timestamp
+                if type(key) is not str or timestamp < 0 or stamped.headers:
+                    break
+                topology.current = stamped
+                if not tumble(key, stamped.value, timestamp, ()):
+                    break
+                done += 1
+            return done
+
+        return run
+
+    def _count_run(self, topology: Any) -> Callable[[list[Any]], int]:
+        """The run handler of a count: :meth:`_tumble` for a count, and the object cache's
+        ``put``, inlined into the loop (the same reads and writes, in the same order)."""
+        store: WindowStore = self.store
+        size, grace = self.windows.size_ms, self.windows.grace_ms
+        interval, retention = store.interval, store.retention_ms
+        dirty, clean = self._dirty, self._clean
+        cache = store.cache
+        assert cache is not None
+        layer = cache.layer
+
+        def run(records: list[Any]) -> int:
+            done = 0
+            for stamped in records:
+                key = stamped.key
+                timestamp = stamped.timestamp
+                if type(key) is not str or timestamp < 0 or stamped.headers:
+                    break
+                topology.current = stamped
+                observed = self.observed_stream_time
+                if timestamp > observed:
+                    observed = self.observed_stream_time = timestamp
+                start = timestamp - timestamp % size
+                if start + size <= observed - grace:
+                    break  # late: process() logs and counts it
+                cache_key = (key, start)
+                stream_time = store.observed_stream_time
+                found: Any = None
+                if start >= stream_time - retention + 1:  # _min_live_time
+                    entry = dirty.get(cache_key)
+                    if entry is not None:
+                        found = entry[1]
+                    else:
+                        found = clean.get(cache_key, MISSING)
+                        if found is MISSING:
+                            absent_after = store.absent_after
+                            if absent_after is not None and start > absent_after:
+                                found = None
+                            else:
+                                found = store.fetch_stored(key, start)
+                if found is None:
+                    value = _tuple_new(ValueAndTimestamp, (1, timestamp))
+                else:
+                    old = found[1]
+                    value = _tuple_new(
+                        ValueAndTimestamp, (found[0] + 1, timestamp if timestamp > old else old)
+                    )
+                segment = start // interval
+                bounds = store._bounds
+                if (
+                    start <= stream_time
+                    and segment >= store._live
+                    and bounds is not None
+                    and bounds[0] <= segment <= bounds[1]
+                ) or store._observe(start):
+                    # ObjectCache.put: flushed in the order last written, as Kafka's cache.
+                    if cache_key in dirty:
+                        del dirty[cache_key]
+                    dirty[cache_key] = (cache_key, value, ())
+                    if len(dirty) > cache.max_entries:
+                        layer.flush_cache()
+                done += 1
+            return done
+
+        return run
+
+    def _tumble(self, key: str, value: Any, timestamp: int, headers: Any) -> bool:
         """The common case inlined: a string key, one tumbling window, a cached store (which
         forwards at its flush, so nothing is forwarded here), no ``Windowed`` made. ``False``
         when the window is closed: the general path skips the record as Kafka does."""
-        key, timestamp = record[0], record[2]
         observed = self.observed_stream_time
         if timestamp > observed:
             observed = self.observed_stream_time = timestamp
@@ -212,10 +322,10 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
                     else:
                         found = store.fetch_stored(key, start)
         if found is None:
-            new = 1 if self.counting else self.aggregator(key, record[1], self.initializer())  # type: ignore[misc]
+            new = 1 if self.counting else self.aggregator(key, value, self.initializer())  # type: ignore[misc]
             new_timestamp = timestamp
         else:
-            new = found[0] + 1 if self.counting else self.aggregator(key, record[1], found[0])
+            new = found[0] + 1 if self.counting else self.aggregator(key, value, found[0])
             new_timestamp = timestamp if timestamp > found[1] else found[1]
         # The store's write rule (_observe) without its call when stream time stands still
         # and the segment is live and tracked (no side effect to miss then).
@@ -231,7 +341,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
                 cache_key,
                 cache_key,
                 _tuple_new(ValueAndTimestamp, (new, new_timestamp)),
-                record[3],
+                headers,
             )
         return True
 

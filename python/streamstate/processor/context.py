@@ -102,6 +102,12 @@ class ProcessorGraphContext:
 
         return forward
 
+    def plain_sink(self, forward: Forward) -> Any:
+        """The ``PlainSink`` whose ``write`` is ``forward`` (a sink without a partitioner, as
+        ``ProcessorTopology.run_handlers`` hands it), else ``None``: for the library's own
+        processors that write a batch to it (a windowed count's flush)."""
+        return self._topology._plain_sinks.get(forward)
+
     def get_state_store(self, name: str) -> Any:
         """The store ``name``: a task store connected to this processor with
         ``add_store(name, ..., this processor)`` (reads and writes, logged when the store is),

@@ -165,8 +165,10 @@ class ProcessorTopology:
             processor = getattr(targets[0], "__self__", None)
             make = getattr(processor, "run_handler", None)
             sink = self._plain_sinks.get(getattr(processor, "forward", None))  # type: ignore[arg-type]
-            if make is None or sink is None:
-                continue
+            if make is None or (
+                sink is None and not getattr(processor, "runs_without_sink", False)
+            ):
+                continue  # (a processor forwarding nothing per record needs no sink)
             handler = make(sink, self)
             if handler is not None:
                 handlers[topic] = handler

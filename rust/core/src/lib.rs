@@ -15,3 +15,4 @@ pub mod stamp;
 pub mod store;
 pub mod timestamp;
 pub mod value;
+pub mod window_count;

@@ -20,6 +20,7 @@ mod serde;
 mod stamp;
 mod stores;
 mod streams_group;
+mod window_count;
 
 /// `"release"` or `"debug"`: benchmarks refuse to report numbers of a debug build.
 #[pyfunction]
@@ -53,5 +54,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fetch::register(m)?;
     poll::register(m)?;
     streams_group::register(m)?;
+    window_count::register(m)?;
     Ok(())
 }

@@ -161,6 +161,13 @@ impl NativeSerializer {
         })
     }
 
+    /// Kafka's name of the serializer (`"LongSerializer"`, ...): lets a batch path check
+    /// which built-in it is.
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
     /// Serializes one object; `None` gives `None`.
     #[pyo3(signature = (topic, obj))]
     fn serialize<'py>(
