@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from tests.apps import wait_until
 from tests.integration.test_streams_app import new_app
+from tests.run_spy import spy_on_runs
 
 from streamstate import Materialized, Serdes, StreamsApp, StreamsBuilder, TimeWindows
-from streamstate.app import task as task_module
 from streamstate.app import task_runs
 from streamstate.dsl import count_flush as count_flush_module
 from streamstate.dsl import window_processors
@@ -178,14 +178,7 @@ def test_the_windowed_counts_batch_paths_give_the_general_paths_results(
     expected, dropped = _expected(records)
     assert dropped > 100  # the premise: late records dropped and counted
 
-    taken: list[int] = []
-    real_take = task_module.take_next_run
-
-    def counted(task: Any, max_records: int) -> tuple[int, bool]:
-        result = real_take(task, max_records)
-        taken.append(result[0])
-        return result
-
+    taken = spy_on_runs(monkeypatch)
     flushes: list[Any] = []
     real_init = count_flush_module.CountFlush.__init__
 
@@ -193,7 +186,6 @@ def test_the_windowed_counts_batch_paths_give_the_general_paths_results(
         real_init(flush, processor)
         flushes.append(flush)
 
-    monkeypatch.setattr(task_module, "take_next_run", counted)
     monkeypatch.setattr(count_flush_module.CountFlush, "__init__", kept)
     batch = _run(kafka, source, tmp_path, apps, expected=expected, dropped=dropped)
     assert max(taken) > 1  # runs of several records were taken

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 import pytest
+from tests.run_spy import spy_on_runs
 
 from streamstate import ConsumerRecord, PartitionGroup, RecordQueue, TopicPartition
 from streamstate.app import task as task_module
@@ -80,15 +81,7 @@ class Case:
         """``mode``: ``"bulk"`` (everything buffered, then ``process(chunk)`` until done) or
         ``"driver"`` (each record piped and processed as the driver does)."""
         monkeypatch.setattr(task_runs, "RUNS", runs)
-        taken: list[int] = []
-        real = task_module.take_next_run
-
-        def counted(task: Any, max_records: int) -> tuple[int, bool]:
-            result = real(task, max_records)
-            taken.append(result[0])
-            return result
-
-        monkeypatch.setattr(task_module, "take_next_run", counted)
+        taken = spy_on_runs(monkeypatch)
         builder = StreamsBuilder()
         # JSON rows: a flushed row stays in the cache as bytes, read by the inlined lookup.
         table = builder.table("table", key_serde=Serdes.String(), value_serde=Serdes.Json())

@@ -18,9 +18,9 @@ import random
 from typing import Any
 
 import pytest
+from tests.run_spy import spy_on_runs
 
 from streamstate._core import encode_window_counts
-from streamstate.app import task as task_module
 from streamstate.app import task_runs
 from streamstate.dsl import Materialized, StreamsBuilder, TimeWindows, window_processors
 from streamstate.dsl import count_flush as count_flush_module
@@ -77,15 +77,7 @@ class Case:
         monkeypatch.setattr(window_processors, "BATCH_FLUSH", batch_flush)
         if self.max_entries is not None:
             monkeypatch.setattr(ObjectCache.__init__, "__defaults__", (self.max_entries, None))
-        taken: list[int] = []
-        real = task_module.take_next_run
-
-        def counted(task: Any, max_records: int) -> tuple[int, bool]:
-            result = real(task, max_records)
-            taken.append(result[0])
-            return result
-
-        monkeypatch.setattr(task_module, "take_next_run", counted)
+        taken = spy_on_runs(monkeypatch)
         flushes: list[count_flush_module.CountFlush] = []
         real_init = count_flush_module.CountFlush.__init__
 
