@@ -120,9 +120,25 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 	$(PY) -m benches._kstreams prepare
 
 # --durations: CI's log then says where make test's time goes (its budget is ~35 minutes).
-test-python: build kstreams wheel ## every pytest suite: unit, integration (real Kafka), spark (real Spark), the wheel
+# The wheel builds in the background while every suite but the wheel's runs: on a fresh machine
+# it is ~15 minutes of CPU (OpenSSL, librdkafka and every crate again for the `dist` profile, a
+# fat-LTO link), and the suites spend most of their time waiting on the broker, Spark and the
+# apps they start. The unit tests go first, where the build's load costs least (no broker, no
+# timeouts); its log is shown when it ends, and the wheel's own tests run once it is built.
+WHEEL_LOG := $(abspath dist)/wheel-build.log
+test-python: build kstreams $(VENV)/.wheel-tools ## every pytest suite: unit, integration (real Kafka), spark (real Spark), the wheel
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
-	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests --durations=30
+	@# Every suite directory is named below (the unit tests first): a test module put straight
+	@# into tests/ would not run.
+	@extra="$$(ls tests/test_*.py | grep -v -x tests/test_wheel.py || true)"; \
+	  test -z "$$extra" || { echo "tests/ holds test modules outside its suites: $$extra"; exit 1; }
+	mkdir -p dist
+	$(MAKE) --no-print-directory wheel > $(WHEEL_LOG) 2>&1 & wheel=$$!; \
+	  status=0; $(VENV)/bin/pytest tests/unit tests/chaos tests/integration tests/spark \
+	    --durations=30 || status=$$?; \
+	  wait $$wheel || { echo "make wheel failed:"; cat $(WHEEL_LOG); exit 1; }; \
+	  tail -n 3 $(WHEEL_LOG); exit $$status
+	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests/test_wheel.py
 
 # Only tests/spark here: the rest does not depend on pyspark's version, and CI's time is bounded.
 # streamstate itself is $(VENV)'s editable install (maturin develop's .pth and metadata), copied:
