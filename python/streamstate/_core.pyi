@@ -25,6 +25,7 @@ __all__ = [
     "StampedRecord",
     "Stamper",
     "StreamsGroupMember",
+    "UntrackedPairs",
     "__version__",
     "_panic_for_test",
     "build_profile",
@@ -514,3 +515,14 @@ def encode_window_counts(
     items: list[Any], interval: int, live_segment: int
 ) -> tuple[list[tuple[bytes, bytes]], list[int], list[tuple[bytes, bytes, int]], list[int]] | None:
     """The writes of a built-in windowed count's record-cache flush of ``items``."""
+
+class UntrackedPairs:
+    """Makes two-item instances of a tuple subclass without an instance dict (a
+    ``NamedTuple``), not tracked by the cyclic garbage collector when both items are an
+    exact ``int``, ``float``, ``str``, ``bytes``, a ``bool`` or ``None``
+    (``rust/py/src/untracked.rs``)."""
+
+    def __init__(self, cls: type[Any]) -> None:
+        """For ``cls``; ``TypeError`` unless a tuple subclass whose instances have no dict."""
+    def make(self, first: Any, second: Any) -> Any:
+        """``cls((first, second))``, untracked when both items are atomic."""

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from streamstate.dsl.object_cache import MISSING
-from streamstate.dsl.stores import ValueAndTimestamp
+from streamstate.dsl.stores import new_value_and_timestamp
 from streamstate.dsl.versioned_store import (
     PUT_RETURN_CODE_NOT_PUT,
     PUT_RETURN_CODE_VALID_TO_UNDEFINED,
@@ -48,7 +48,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 # A NamedTuple's own __new__ is a Python function: the hot paths build theirs directly.
-_value_and_timestamp = _tuple_new = tuple.__new__
+_tuple_new = tuple.__new__
 _UNRESOLVED: Any = object()
 
 
@@ -466,16 +466,15 @@ class StreamAggregateProcessor(_Stateful):
                 entry = dirty.get(key)
                 found = entry[1] if entry is not None else clean.get(key, MISSING)
                 if found is MISSING or found is None:
-                    process(_value_and_timestamp(Record, (key, value, timestamp, ())))
+                    process(_tuple_new(Record, (key, value, timestamp, ())))
                 else:
                     old_timestamp = found[1]
                     new = found[0] + 1 if counting else aggregator(key, value, found[0])
                     cache_put(
                         key,
                         key,
-                        _value_and_timestamp(
-                            ValueAndTimestamp,
-                            (new, timestamp if timestamp > old_timestamp else old_timestamp),
+                        new_value_and_timestamp(
+                            new, timestamp if timestamp > old_timestamp else old_timestamp
                         ),
                         (),
                     )
@@ -507,9 +506,8 @@ class StreamAggregateProcessor(_Stateful):
                 self._cache_put(
                     key,
                     key,
-                    _value_and_timestamp(
-                        ValueAndTimestamp,
-                        (new, timestamp if timestamp > old_timestamp else old_timestamp),
+                    new_value_and_timestamp(
+                        new, timestamp if timestamp > old_timestamp else old_timestamp
                     ),
                     record[3],
                 )

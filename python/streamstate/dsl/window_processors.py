@@ -23,7 +23,7 @@ from typing import Any
 
 from streamstate.dsl.count_flush import CountFlush
 from streamstate.dsl.object_cache import MISSING
-from streamstate.dsl.stores import SessionStore, ValueAndTimestamp, WindowStore
+from streamstate.dsl.stores import SessionStore, WindowStore, new_value_and_timestamp
 from streamstate.dsl.table_processors import Change, TableForwarder, TableState, skip_record
 from streamstate.dsl.windows import EmitStrategy, SessionWindows, TimeWindows, Window, Windowed
 from streamstate.processor.context import ProcessorGraphContext
@@ -37,7 +37,6 @@ _log = logging.getLogger(__name__)
 # (dsl/count_flush.py); tests switch it off to compare both paths.
 BATCH_FLUSH = True
 _LAST_EMIT = b"last-emit-window-close-time"
-_tuple_new = tuple.__new__  # a NamedTuple's own __new__ is a Python function
 
 
 def _skip_expired(
@@ -269,11 +268,11 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
                             else:
                                 found = store.fetch_stored(key, start)
                 if found is None:
-                    value = _tuple_new(ValueAndTimestamp, (1, timestamp))
+                    value = new_value_and_timestamp(1, timestamp)
                 else:
                     old = found[1]
-                    value = _tuple_new(
-                        ValueAndTimestamp, (found[0] + 1, timestamp if timestamp > old else old)
+                    value = new_value_and_timestamp(
+                        found[0] + 1, timestamp if timestamp > old else old
                     )
                 segment = start // interval
                 bounds = store._bounds
@@ -340,7 +339,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
             self._cache_put(
                 cache_key,
                 cache_key,
-                _tuple_new(ValueAndTimestamp, (new, new_timestamp)),
+                new_value_and_timestamp(new, new_timestamp),
                 headers,
             )
         return True

@@ -20,6 +20,7 @@ mod serde;
 mod stamp;
 mod stores;
 mod streams_group;
+mod untracked;
 mod window_count;
 
 /// `"release"` or `"debug"`: benchmarks refuse to report numbers of a debug build.
@@ -55,5 +56,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     poll::register(m)?;
     streams_group::register(m)?;
     window_count::register(m)?;
+    untracked::register(m)?;
     Ok(())
 }
