@@ -516,13 +516,15 @@ def encode_window_counts(
 ) -> tuple[list[tuple[bytes, bytes]], list[int], list[tuple[bytes, bytes, int]], list[int]] | None:
     """The writes of a built-in windowed count's record-cache flush of ``items``."""
 
+@final
 class UntrackedPairs:
     """Makes two-item instances of a tuple subclass without an instance dict (a
     ``NamedTuple``), not tracked by the cyclic garbage collector when both items are an
     exact ``int``, ``float``, ``str``, ``bytes``, a ``bool`` or ``None``
     (``rust/py/src/untracked.rs``)."""
 
-    def __init__(self, cls: type[Any]) -> None:
-        """For ``cls``; ``TypeError`` unless a tuple subclass whose instances have no dict."""
+    def __new__(cls, pair_type: type[Any]) -> UntrackedPairs:
+        """For ``pair_type``; ``TypeError`` unless a tuple subclass whose instances have no
+        dict."""
     def make(self, first: Any, second: Any) -> Any:
         """``cls((first, second))``, untracked when both items are atomic."""
