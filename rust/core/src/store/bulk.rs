@@ -26,8 +26,10 @@
 //! holds [`BULK_BYTES`], or when all stores together hold [`TOTAL_BYTES`] and it holds at least
 //! [`MIN_INGEST_BYTES`]; so at most `TOTAL_BYTES` (plus `MIN_INGEST_BYTES` per store below it)
 //! wait, whatever the number of stores and the length of the changelog. A run taken to be
-//! written counts until it is written: the persistent store writes a full run on a thread of its
-//! own while the restore reads on (one run in flight per store), so the budget bounds both.
+//! written counts until it is written: the persistent store writes a big run (at least half of
+//! [`BULK_BYTES`], one store restoring) on a thread of its own while the restore reads on (one
+//! run in flight per store), so the budget bounds both; a run the budget cut short (several
+//! stores restoring) is written in place, so that it is not halved by the runs in flight.
 //!
 //! A run is one buffer of keys and values plus an [`Entry`] per write (no allocation per
 //! record), sorted through the entries' 16-byte key heads (perf, 1M records of 100 B: the
@@ -45,6 +47,10 @@ use super::WriteOp;
 /// overwritten versions (a changelog rewrites its keys all the time) and leave fewer tables for
 /// compaction to merge; this bound keeps a restore's memory independent of the changelog.
 pub(super) const BULK_BYTES: usize = 32 * 1024 * 1024;
+
+/// The capacity a run's buffers are allocated with (see [`Pending::push`]): more than a full
+/// run and above glibc's largest dynamic mmap threshold (32 MiB on 64-bit).
+const RUN_CAPACITY: usize = BULK_BYTES + 1024 * 1024;
 
 /// Below this many bytes, pending writes go through an ordinary write batch instead: a table
 /// per tiny run would cost more (files, fsyncs, a version, compaction) than the memtable.
@@ -231,6 +237,16 @@ impl Pending {
             .iter()
             .map(|(k, v)| OP_OVERHEAD + k.len() + v.as_ref().map_or(0, Vec::len))
             .sum::<usize>();
+        if run.data.capacity() == 0 {
+            // A run's buffers are sized once for a full run: a capacity above glibc's largest
+            // dynamic mmap threshold (32 MiB) is always its own mapping, so only the pages a
+            // run fills count in RSS, it never moves as it grows, and freeing it returns it to
+            // the kernel. Grown by doubling instead, the buffers of eight stores' smaller runs
+            // came from glibc's arenas once the threshold had risen, and their freed copies
+            // stayed there: RSS grew with the changelog (8 partitions x 10M records).
+            run.data.reserve(RUN_CAPACITY);
+            run.entries.reserve(RUN_CAPACITY / OP_OVERHEAD);
+        }
         run.data.reserve(bytes - OP_OVERHEAD * ops.len());
         run.entries.reserve(ops.len());
         for (k, v) in ops {
@@ -266,6 +282,23 @@ impl Pending {
 
     pub(super) fn is_empty(&self) -> bool {
         self.run.is_empty()
+    }
+
+    /// Whether the run waiting is big enough to be worth a thread of its own: at least half a
+    /// full run (a run cut short by the budget the stores share is smaller: many stores are
+    /// restoring, see `persistent.rs`; one store's run comes close to full either way).
+    pub(super) fn holds_a_big_run(&self) -> bool {
+        self.run.bytes >= BULK_BYTES / 2
+    }
+
+    /// The run gathering, to be written where it is (then [`Pending::written`]).
+    pub(super) fn current(&mut self) -> &mut Run {
+        &mut self.run
+    }
+
+    /// Empties the run gathering, written, keeping its buffers (already resident) for the next.
+    pub(super) fn written(&mut self) {
+        self.run.reset();
     }
 
     /// Takes everything waiting as a run; its bytes stay counted until the run is dropped.
@@ -514,6 +547,36 @@ mod tests {
     }
 
     #[test]
+    fn a_run_is_big_from_half_a_full_run_and_keeps_its_buffers_once_written() {
+        static BUDGET: AtomicUsize = AtomicUsize::new(0);
+        let mut p = Pending {
+            run: Run::new(&BUDGET),
+            spare: None,
+        };
+        fill(&mut p, BULK_BYTES / 2 - 4096);
+        assert!(!p.holds_a_big_run());
+        // Allocated once for a full run, above glibc's largest dynamic mmap threshold.
+        let (data, entries) = (p.run.data.as_ptr(), p.run.entries.as_ptr());
+        assert!(p.run.data.capacity() >= RUN_CAPACITY && RUN_CAPACITY > 32 * 1024 * 1024);
+        fill(&mut p, 8192);
+        assert!(p.holds_a_big_run() && !p.is_full());
+        fill(&mut p, BULK_BYTES / 2);
+        assert!(p.is_full());
+        assert_eq!(
+            (p.run.data.as_ptr(), p.run.entries.as_ptr()),
+            (data, entries),
+            "a full run never moved"
+        );
+        // Written in place: emptied, its bytes back in the budget, the same buffers reused.
+        p.current().last_writes();
+        p.written();
+        assert!(p.is_empty());
+        assert_eq!(BUDGET.load(Ordering::Relaxed), 0);
+        fill(&mut p, 4096);
+        assert_eq!(p.run.data.as_ptr(), data);
+    }
+
+    #[test]
     fn the_stores_share_one_budget() {
         // A budget of its own: the stores of tests running alongside count in WAITING.
         static BUDGET: AtomicUsize = AtomicUsize::new(0);
@@ -538,8 +601,11 @@ mod tests {
         for p in &mut stores {
             fill(p, share);
         }
-        // Together they hold more than TOTAL_BYTES, though none holds BULK_BYTES: each is full.
+        // Together they hold more than TOTAL_BYTES, though none holds BULK_BYTES: each is full,
+        // with a run too small for a thread of its own (written in place, not halved by runs
+        // in flight).
         assert!(stores.iter().all(Pending::is_full));
+        assert!(stores.iter().all(|p| !p.holds_a_big_run()));
         let held = BUDGET.load(Ordering::Relaxed);
         assert!(held >= TOTAL_BYTES);
         let run = stores[0].take();

@@ -13,7 +13,8 @@
 //!
 //! Restoration has a write path of its own ([`KeyValueStore::restore_batch`], `bulk.rs`):
 //! restore batches wait in memory (bounded) and are written as sorted runs straight into
-//! fjall's tables, a full run on a thread of its own while the restore reads on. Every other
+//! fjall's tables, a full run on a thread of its own while the restore reads on (a run cut short
+//! by the budget many stores share, in place: see `write_in_place`). Every other
 //! operation waits for that run and writes what waits first, so neither is ever observable,
 //! and `flush` makes it durable (or fails, if a run could not be written) before a checkpoint
 //! can name it.
@@ -312,6 +313,21 @@ impl PersistentKeyValueStore {
         outcome
     }
 
+    /// Writes the run waiting now, on the caller's thread, keeping its buffers for the next
+    /// run (after the run in flight, whose failure is this call's). For runs cut short by the
+    /// budget the stores share: many stores restore at once, so the restore's threads keep
+    /// the cores busy already, and a run in flight per store halved every run (it counts in
+    /// the budget until written), doubling the tables fjall merges (8 partitions x 1M records
+    /// of 1 kB: 4.2 CPU s with runs written in place before commit d3635a2, 5.4 s with each
+    /// run behind the fetch, 4.6-4.8 s in place again).
+    fn write_in_place(&self, o: &Open, pending: &mut Pending) -> Result<()> {
+        self.finish_in_flight(pending, true)?;
+        let outcome = self.run_writer(o).write(pending.current());
+        pending.written();
+        self.note_lost(&outcome);
+        outcome
+    }
+
     /// Writes the full run waiting on a thread of its own, after the one in flight (whose
     /// failure is this call's): the restore reads on meanwhile. Called with `pending` locked.
     fn write_in_background(&self, o: &Open, pending: &mut Pending) -> Result<()> {
@@ -474,7 +490,11 @@ impl KeyValueStore for PersistentKeyValueStore {
             drop(pending);
             self.write_pending(o)
         } else if pending.is_full() {
-            self.write_in_background(o, &mut pending)
+            if pending.holds_a_big_run() {
+                self.write_in_background(o, &mut pending)
+            } else {
+                self.write_in_place(o, &mut pending)
+            }
         } else {
             Ok(())
         }
