@@ -341,9 +341,15 @@ def dsl_topology(topic: str, sink: str, program: str) -> Topology:
     return builder.build()
 
 
-def _streamstate(kafka: KafkaTestCluster, data: Input, program: str, runs: list[Run]) -> None:
+@contextlib.contextmanager
+def dsl_app(
+    kafka: KafkaTestCluster, data: Input, program: str, prefix: str = "bench-dsl"
+) -> Iterator[tuple[StreamsApp, CommittedLag, str]]:
+    """streamstate's app for ``program`` over ``data`` into a new sink topic (not started), the
+    lag of its committed offsets and the sink's name; its state directory is removed at the end
+    (the benchmark and the diagnostics ``diag_dsl_profile`` / ``diag_dsl_gc`` run the same app)."""
     sink = kafka.create_topic(partitions=PARTITIONS)
-    app_id = f"bench-dsl-{program}-{uuid.uuid4().hex[:8]}"
+    app_id = f"{prefix}-{program}-{uuid.uuid4().hex[:8]}"
     with (
         CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
         tempfile.TemporaryDirectory() as d,
@@ -357,6 +363,11 @@ def _streamstate(kafka: KafkaTestCluster, data: Input, program: str, runs: list[
                 "commit.interval.ms": COMMIT_INTERVAL_MS,
             },
         )
+        yield app, lag, sink
+
+
+def _streamstate(kafka: KafkaTestCluster, data: Input, program: str, runs: list[Run]) -> None:
+    with dsl_app(kafka, data, program) as (app, lag, sink):
         run_s, cpu_s, dropped = run_to_lag_zero(app, lag, timeout_s=TIMEOUT_S, poll_s=POLL_S)
     runs.append(Run("streamstate", program, sink, run_s, cpu_s, extra={"dropped": dropped}))
 

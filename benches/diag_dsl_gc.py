@@ -23,14 +23,11 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from benches import bench_dsl
-from benches._lag import CommittedLag
 
-from streamstate.app import StreamsApp
 from streamstate.kafka_local import KafkaTestCluster
 
 
@@ -72,21 +69,7 @@ def _thread_cpu() -> dict[str, float]:
 def _run(
     kafka: KafkaTestCluster, data: Any, program: str, gc_off: bool, seen: _Collections
 ) -> None:
-    sink = kafka.create_topic(partitions=bench_dsl.PARTITIONS)
-    app_id = f"diag-gc-{program}-{uuid.uuid4().hex[:8]}"
-    with (
-        CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
-        tempfile.TemporaryDirectory() as state_dir,
-    ):
-        app = StreamsApp(
-            bench_dsl.dsl_topology(data.topic, sink, program),
-            {
-                "application.id": app_id,
-                "bootstrap.servers": kafka.bootstrap_servers,
-                "state.dir": state_dir,
-                "commit.interval.ms": bench_dsl.COMMIT_INTERVAL_MS,
-            },
-        )
+    with bench_dsl.dsl_app(kafka, data, program, "diag-gc") as (app, lag, _):
         before = _thread_cpu()
         started, cpu_started = time.monotonic(), time.process_time()
         if gc_off:

@@ -22,14 +22,13 @@ import pstats
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from benches import bench_dsl
-from benches._lag import CommittedLag, run_to_lag_zero
+from benches._lag import run_to_lag_zero
 
-from streamstate.app import StreamsApp, stream_thread
+from streamstate.app import stream_thread
 from streamstate.kafka_local import KafkaTestCluster
 
 
@@ -71,21 +70,7 @@ def main(argv: list[str]) -> None:
             data = bench_dsl.produce_input(kafka, records)
             for program in programs:
                 profiles.clear()
-                sink = kafka.create_topic(partitions=bench_dsl.PARTITIONS)
-                app_id = f"diag-dsl-{program}-{uuid.uuid4().hex[:8]}"
-                with (
-                    CommittedLag(kafka.bootstrap_servers, app_id, data.topic, data.ends) as lag,
-                    tempfile.TemporaryDirectory() as state_dir,
-                ):
-                    app = StreamsApp(
-                        bench_dsl.dsl_topology(data.topic, sink, program),
-                        {
-                            "application.id": app_id,
-                            "bootstrap.servers": kafka.bootstrap_servers,
-                            "state.dir": state_dir,
-                            "commit.interval.ms": bench_dsl.COMMIT_INTERVAL_MS,
-                        },
-                    )
+                with bench_dsl.dsl_app(kafka, data, program, "diag-dsl") as (app, lag, _):
                     run_s, cpu_s, _ = run_to_lag_zero(app, lag, timeout_s=900, poll_s=0.05)
                 print(f"== {program}: {records:,} records, run {run_s:.2f} s, CPU {cpu_s:.2f} s")
                 for profile in profiles:
