@@ -4,6 +4,7 @@ input partition (the lag-0 point the end-to-end benchmarks time to)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -40,11 +41,17 @@ class CommittedLag:
 
 
 def run_to_lag_zero(
-    app: StreamsApp, lag: CommittedLag, *, timeout_s: float, poll_s: float
+    app: StreamsApp,
+    lag: CommittedLag,
+    *,
+    timeout_s: float,
+    poll_s: float,
+    at_lag_zero: Callable[[], None] | None = None,
 ) -> tuple[float, float, int]:
     """Starts ``app`` and waits for ``lag`` to reach zero (failing on the app's error or after
     ``timeout_s``); returns the wall and CPU seconds from the start and the app's
-    ``dropped-records-total``, and closes the app."""
+    ``dropped-records-total``, and closes the app. ``at_lag_zero`` runs once lag 0 is reached,
+    before the app closes (while its threads still run: a diagnostic reads their CPU there)."""
     started, cpu_started = time.monotonic(), time.process_time()
     app.start()
     try:
@@ -54,6 +61,8 @@ def run_to_lag_zero(
             assert time.monotonic() - started < timeout_s, "streamstate did not reach lag 0"
             time.sleep(poll_s)
         run_s, cpu_s = time.monotonic() - started, time.process_time() - cpu_started
+        if at_lag_zero is not None:
+            at_lag_zero()
         return run_s, cpu_s, int(app.metrics()["dropped-records-total"])
     finally:
         app.close(60)
