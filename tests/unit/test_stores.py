@@ -167,6 +167,25 @@ def test_values_must_be_bytes_or_none(store: Store, bad: Any) -> None:
     assert store.get(b"k") is None
 
 
+def test_drop_range_removes_the_keys_from_the_start_up_to_the_end_excluded(store: Store) -> None:
+    # Window-store keys: an 8-byte segment number, then the key; 1,100 keys per segment, so the
+    # default key-by-key path would page.
+    def key(segment: int, k: int) -> bytes:
+        return segment.to_bytes(8, "big") + k.to_bytes(4, "big")
+
+    store.put_all([(key(s, k), bytes([s])) for s in range(4) for k in range(1100)])
+    store.drop_range((1).to_bytes(8, "big"), (3).to_bytes(8, "big"))
+    left = list(store.all())
+    assert len(left) == 2200 and {v for _, v in left} == {b"\x00", b"\x03"}
+    store.drop_range(key(3, 5), key(3, 5))  # empty
+    store.drop_range(key(3, 9), key(3, 1))  # inverted
+    assert store.approximate_num_entries() == 2200
+    store.drop_range(key(0, 0), key(0, 2))
+    assert store.get(key(0, 1)) is None and store.get(key(0, 2)) == b"\x00"
+    with pytest.raises(TypeError, match="must be bytes"):
+        store.drop_range("a", b"b")  # type: ignore[arg-type]
+
+
 def test_a_closed_store_raises_processor_state_error(store: Store) -> None:
     store.put(b"a", b"1")
     it = store.all()
@@ -180,6 +199,7 @@ def test_a_closed_store_raises_processor_state_error(store: Store) -> None:
         lambda: store.put_all([(b"a", b"1")]),
         lambda: store.put_all([]),
         lambda: store.delete(b"a"),
+        lambda: store.drop_range(b"a", b"z"),
         lambda: list(store.range(b"a", b"z")),
         lambda: list(store.all()),
         lambda: next(it),

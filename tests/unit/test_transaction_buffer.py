@@ -50,6 +50,33 @@ def test_reads_see_uncommitted_writes_and_the_store_does_not(store: Any) -> None
     assert len(buffer) == 0 and buffer.uncommitted_bytes == 0
 
 
+def test_a_dropped_range_waits_for_the_commit_and_an_abort_keeps_it(store: Any) -> None:
+    store.put_all([(b"a1", b"1"), (b"b1", b"2"), (b"b2", b"3"), (b"c1", b"4")])
+    buffer = TransactionBuffer(store)
+    buffer.put(b"b3", b"5")  # written in the range before the drop: dropped with it
+    buffer.put(b"c2", b"6")
+    bytes_before = buffer.uncommitted_bytes
+    buffer.drop_range(b"b", b"c")
+    assert buffer.uncommitted_bytes == bytes_before - len(b"b3") - len(b"5")
+    assert buffer.get(b"b1") is None and buffer.get(b"b3") is None
+    assert list(buffer.all()) == [(b"a1", b"1"), (b"c1", b"4"), (b"c2", b"6")]
+    assert list(buffer.range(b"a", b"c1")) == [(b"a1", b"1"), (b"c1", b"4")]
+    buffer.put(b"b9", b"7")  # written after the drop: kept
+    assert buffer.get(b"b9") == b"7"
+    # Until the commit the store keeps the range (an abort must find it again).
+    assert store.get(b"b1") == b"2"
+    buffer.abort()
+    assert list(buffer.all()) == [(b"a1", b"1"), (b"b1", b"2"), (b"b2", b"3"), (b"c1", b"4")]
+    buffer.drop_range(b"b", b"c")
+    buffer.put(b"b9", b"7")
+    assert buffer.commit() == 1
+    assert list(store.all()) == [(b"a1", b"1"), (b"b9", b"7"), (b"c1", b"4")]
+    # A drop alone is committed too.
+    buffer.drop_range(b"a", b"b")
+    assert buffer.commit() == 0
+    assert store.get(b"a1") is None
+
+
 def test_abort_discards_every_uncommitted_write(store: Any) -> None:
     store.put(b"a", b"1")
     buffer = TransactionBuffer(store)

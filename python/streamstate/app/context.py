@@ -139,11 +139,11 @@ class ChangeLoggingKeyValueStore(ReadOnlyStoreView):
                 except BufferError:
                     self._producer.poll(0.05)
 
-    def put_unlogged(self, key: bytes, value: bytes | None) -> None:
-        """Writes ``key`` without a changelog record: a window store dropping an expired
-        segment (Kafka's segment drops are not logged either: a windowed changelog expires by
-        its own ``retention.ms``)."""
-        self.inner.put(key, value)
+    def drop_range(self, from_key: bytes, to_key: bytes) -> None:
+        """Removes every key with ``from_key <= key < to_key`` without a changelog record: a
+        window or session store dropping its expired segments (Kafka's segment drops are not
+        logged either: a windowed changelog expires by its own ``retention.ms``)."""
+        self.inner.drop_range(from_key, to_key)
 
     def delete(self, key: bytes) -> bytes | None:
         """Deletes ``key``, logs a tombstone, and returns the old value."""

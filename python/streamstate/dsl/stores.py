@@ -10,7 +10,9 @@ here give it Kafka's typed interfaces by serializing keys and values with the st
 * :class:`WindowStore` (``TimestampedWindowStore``): a value per key and window start, in
   **segments** of time (``max(retention / 2, 60 s)``, as Kafka's segmented stores): the store
   key is ``segment (8) + key + window start (8)``, so a fetch scans the few live segments, and
-  a segment whose every window is older than the retention is dropped whole;
+  a segment whose every window is older than the retention is dropped whole (one
+  ``drop_range`` of the byte store: the persistent store drops its tables without a
+  tombstone, the in-memory one splits its map);
 * :class:`SessionStore`: a value per key and session ``[start, end]``, segmented by session end:
   ``segment (8) + key + end (8) + start (8)``.
 
@@ -359,16 +361,15 @@ class _Segmented:
             # of a window about to expire is forwarded before the window goes, in order.
             self.inner.flush_cache()
         scan = self.inner.inner if hasattr(self.inner, "put_through") else self.inner
-        put = getattr(scan, "put_unlogged", None) or scan.put
         # The first drop after the store opened starts from its first key: a restored store
         # holds the windows its last drops did not log.
         low = bounds[0] if self._dropped_once else self._first_segment(scan, bounds[0])
         self._dropped_once = True
-        for segment in range(low, min(live, bounds[1] + 1)):
-            start, end = _LONG.pack(segment), _LONG.pack(segment + 1)
-            doomed = [k for k, _ in scan.range(start, end) if k < end]
-            for key in doomed:
-                put(key, None)
+        high = min(live, bounds[1] + 1)
+        if low < high:
+            # One call for every expired segment, unlogged: the store drops them whole
+            # (KeyValueStore::drop_range in rust/core/src/store).
+            scan.drop_range(_LONG.pack(low), _LONG.pack(high))
         self._set_bounds(live, max(live, bounds[1]))
 
     def get_metadata(self, name: bytes) -> int | None:

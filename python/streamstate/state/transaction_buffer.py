@@ -4,16 +4,20 @@ transaction that carries them has committed (exactly-once).
 Under ``processing.guarantee=exactly_once_v2`` every store of a task is wrapped, *below* its
 change-logging layer: caching (if any) → change-logging → buffer → the fjall or in-memory
 store. A write goes to the buffer (a dict, key → value, ``None`` for a delete) and to the
-changelog, inside the stream thread's open transaction; the store itself is untouched. Reads
-see the buffer first (read-your-writes): ``get`` reads the buffer then the store; ``range`` and
-``all`` merge the buffered keys in range (sorted when the scan starts) with the store's own
-iterator, lazily, a buffered value overriding the store's and a buffered delete hiding the key;
-the store is never materialised.
+changelog, inside the stream thread's open transaction; the store itself is untouched. A
+window or session store's drop of its expired segments (``drop_range``, unlogged) waits in the
+buffer too, as a key range: an aborted transaction must find the windows it wrote to again when
+its records are processed anew. Reads see the buffer first (read-your-writes): ``get`` reads
+the buffer then the store; ``range`` and ``all`` merge the buffered keys in range (sorted when
+the scan starts) with the store's own iterator, lazily, a buffered value overriding the
+store's and a buffered delete (or dropped range) hiding the key; the store is never
+materialised.
 
 The commit, in this order (the stream thread's ``_commit``): the transaction commits (sink
 records, changelog records and consumed offsets together), then each buffer is applied to its
-store in ONE ``put_all`` (atomic in fjall), the store is flushed and the task's ``.checkpoint``
-written with the committed changelog offsets. An aborted transaction discards the buffer.
+store (its dropped ranges, then its writes in ONE ``put_all``, atomic in fjall), the store is
+flushed and the task's ``.checkpoint`` written with the committed changelog offsets. An
+aborted transaction discards the buffer.
 
 What a crash leaves, at any moment:
 
@@ -56,6 +60,8 @@ class TransactionBuffer(WriteBuffer):
         """Wraps ``inner`` (an ``InMemoryKeyValueStore`` or ``PersistentKeyValueStore``)."""
         self.inner = inner
         self._writes: dict[bytes, bytes | None] = {}
+        # Key ranges ``[from, to)`` dropped since the last commit (see drop_range).
+        self._drops: list[tuple[bytes, bytes]] = []
         self.uncommitted_bytes = 0
 
     @property
@@ -83,6 +89,27 @@ class TransactionBuffer(WriteBuffer):
         writes[key] = value
         self.uncommitted_bytes += len(key) + (len(value) if value is not None else 0)
 
+    def drop_range(self, from_key: bytes, to_key: bytes) -> None:
+        """Drops every key with ``from_key <= key < to_key`` at the commit; reads stop seeing
+        them at once, and writes buffered in the range are discarded."""
+        if from_key >= to_key:
+            return
+        writes = self._writes
+        for key in [k for k in writes if from_key <= k < to_key]:
+            old = writes.pop(key)
+            self.uncommitted_bytes -= len(key) + (len(old) if old is not None else 0)
+        self._drops.append((from_key, to_key))
+
+    def _dropped(self, key: bytes) -> bool:
+        return any(low <= key < high for low, high in self._drops)
+
+    def _stored(self, entries: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        # The store's entries less those in a range dropped since the last commit.
+        if not self._drops:
+            return entries
+        dropped = self._dropped
+        return (entry for entry in entries if not dropped(entry[0]))
+
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
@@ -90,21 +117,25 @@ class TransactionBuffer(WriteBuffer):
         writes = self._writes
         if key in writes:
             return writes[key]
+        if self._drops and self._dropped(key):
+            return None
         value: bytes | None = self.inner.get(key)
         return value
 
     def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Entries with ``from_key <= key <= to_key``, ascending, buffered writes merged in."""
+        stored = self._stored(iter(self.inner.range(from_key, to_key)))
         if not self._writes:
-            return iter(self.inner.range(from_key, to_key))
+            return stored
         buffered = sorted((k, v) for k, v in self._writes.items() if from_key <= k <= to_key)
-        return _merge(iter(self.inner.range(from_key, to_key)), buffered)
+        return _merge(stored, buffered)
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         """Every entry, ascending, buffered writes merged in."""
+        stored = self._stored(iter(self.inner.all()))
         if not self._writes:
-            return iter(self.inner.all())
-        return _merge(iter(self.inner.all()), sorted(self._writes.items()))
+            return stored
+        return _merge(stored, sorted(self._writes.items()))
 
     def approximate_num_entries(self) -> int:
         """The store's count plus the buffered puts minus the buffered deletes (approximate:
@@ -117,8 +148,13 @@ class TransactionBuffer(WriteBuffer):
     # -- the transaction ----------------------------------------------------------------------
 
     def commit(self) -> int:
-        """Applies the buffer to the store in one atomic ``put_all`` (the transaction carrying
-        these writes has committed); returns the number of keys applied."""
+        """Applies the buffer to the store (the transaction carrying these writes has
+        committed): the dropped ranges first, then the writes in one atomic ``put_all``;
+        returns the number of keys written. A crash between the two leaves the store short of
+        the writes, which the changelog's tail past the checkpoint gives back."""
+        for low, high in self._drops:
+            self.inner.drop_range(low, high)
+        self._drops = []
         if not self._writes:
             return 0
         pairs = list(self._writes.items())
@@ -130,6 +166,7 @@ class TransactionBuffer(WriteBuffer):
     def abort(self) -> None:
         """Discards the buffer (the transaction was aborted)."""
         self._writes = {}
+        self._drops = []
         self.uncommitted_bytes = 0
 
     def flush(self) -> None:

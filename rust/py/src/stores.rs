@@ -137,6 +137,21 @@ macro_rules! store_class {
                 guard(py, || py.detach(move || store.apply_batch(ops)).py_err(py))
             }
 
+            /// Removes every key with `from_key <= key < to_key`, with no changelog record at
+            /// any layer (a segmented store dropping expired segments; a persistent store drops
+            /// the tables holding only such keys whole).
+            fn drop_range(
+                &self,
+                py: Python<'_>,
+                from_key: &Bound<'_, PyAny>,
+                to_key: &Bound<'_, PyAny>,
+            ) -> PyResult<()> {
+                let from = bytes_arg(from_key, "from_key")?.to_vec();
+                let to = bytes_arg(to_key, "to_key")?.to_vec();
+                let store = self.inner.clone();
+                guard(py, || py.detach(move || store.drop_range(&from, &to)).py_err(py))
+            }
+
             /// Removes `key`; returns its old value or `None`.
             fn delete<'py>(
                 &self,

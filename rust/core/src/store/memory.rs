@@ -95,6 +95,18 @@ impl KeyValueStore for InMemoryKeyValueStore {
         })
     }
 
+    fn drop_range(&self, from: &[u8], to: &[u8]) -> Result<()> {
+        self.with_map_mut(|m| {
+            if from >= to {
+                return;
+            }
+            // Two splits and an append move only the tail's nodes: the range goes whole.
+            let mut doomed = m.split_off(from);
+            let mut kept = doomed.split_off(to);
+            m.append(&mut kept);
+        })
+    }
+
     fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Result<Vec<KeyValue>> {
         self.with_map(|m| {
             if is_empty_range(start, end) {
@@ -144,6 +156,11 @@ mod tests {
     #[test]
     fn batches() {
         common::check_batches(&InMemoryKeyValueStore::new("m"));
+    }
+
+    #[test]
+    fn drop_range() {
+        common::check_drop_range(&InMemoryKeyValueStore::new("m"));
     }
 
     #[test]

@@ -76,6 +76,24 @@ pub trait KeyValueStore: Send + Sync {
         self.apply_batch(ops)
     }
 
+    /// Removes every key with `from <= key < to` (nothing if `from >= to`), the way a segmented
+    /// store drops an expired segment: the persistent store drops the tables that hold only
+    /// such keys whole and deletes the few others (see its implementation), the in-memory one
+    /// splits its map. The default deletes the keys a page at a time, each page atomically.
+    fn drop_range(&self, from: &[u8], to: &[u8]) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        loop {
+            let page = self.scan(Bound::Included(from), Bound::Excluded(to), PAGE_SIZE)?;
+            let done = page.len() < PAGE_SIZE;
+            self.apply_batch(page.into_iter().map(|(k, _)| (k, None)).collect())?;
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
     /// Up to `limit` entries with keys within `(start, end)`, ascending. Fewer than `limit`
     /// entries means the range is exhausted. An inverted or empty range gives none.
     fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Result<Vec<KeyValue>>;
@@ -309,6 +327,34 @@ pub(crate) mod tests {
         assert_eq!(store.get(b"t").unwrap(), None);
         assert_eq!(store.approximate_num_entries().unwrap(), 1);
         store.apply_batch(vec![]).unwrap();
+    }
+
+    pub fn check_drop_range(store: &impl KeyValueStore) {
+        let key =
+            |segment: u64, k: u32| [segment.to_be_bytes(), u64::from(k).to_be_bytes()].concat();
+        let pairs: Vec<KeyValue> = (0..4u64)
+            .flat_map(|s| (0..(PAGE_SIZE as u32 + 5)).map(move |k| (key(s, k), vec![s as u8])))
+            .collect();
+        store.put_all(pairs).unwrap();
+        // Segments 1 and 2 go, whole; 0 and 3 stay, to the key.
+        store
+            .drop_range(&1u64.to_be_bytes(), &3u64.to_be_bytes())
+            .unwrap();
+        let left = collect(store.all());
+        assert_eq!(left.len(), 2 * (PAGE_SIZE + 5));
+        assert!(left
+            .iter()
+            .all(|(k, v)| (v[0] == 0 || v[0] == 3) && k[..8] == [0, 0, 0, 0, 0, 0, 0, v[0]]));
+        // An empty or inverted range drops nothing.
+        store.drop_range(&key(3, 0), &key(3, 0)).unwrap();
+        store.drop_range(&key(3, 9), &key(3, 1)).unwrap();
+        assert_eq!(store.approximate_num_entries().unwrap(), left.len() as u64);
+        // The range's end is excluded, its start included.
+        store.drop_range(&key(3, 0), &key(3, 2)).unwrap();
+        assert_eq!(store.get(&key(3, 1)).unwrap(), None);
+        assert_eq!(store.get(&key(3, 2)).unwrap(), Some(vec![3]));
+        store.put(&key(1, 7), b"again").unwrap();
+        assert_eq!(store.get(&key(1, 7)).unwrap(), Some(b"again".to_vec()));
     }
 
     pub fn check_closed(store: &impl KeyValueStore) {

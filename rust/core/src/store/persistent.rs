@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{AbstractTree, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::bulk::{self, Pending, Run};
 use super::{closed_error, is_empty_range, KeyValue, KeyValueStore, WriteOp};
@@ -500,6 +500,47 @@ impl KeyValueStore for PersistentKeyValueStore {
         }
     }
 
+    fn drop_range(&self, from: &[u8], to: &[u8]) -> Result<()> {
+        self.with_open(|o| {
+            if from >= to {
+                return Ok(());
+            }
+            let (from, to) = (self.db_key(from)?, self.db_key(to)?);
+            // The tables that hold only keys of the range go whole, in one change of the tree's
+            // version (no tombstone, nothing to compact away later): what Kafka's segmented
+            // stores get by keeping a RocksDB per segment. A segmented store's key starts with
+            // its segment, and its writes move forward in time, so an expired segment's keys
+            // mostly sit in tables of their own. lsm-tree's `drop_range` is reached through
+            // fjall's (doc-hidden) tree handle; Cargo.lock pins the version.
+            o.kv.tree
+                .drop_range::<&[u8], _>((
+                    Bound::Included(from.as_slice()),
+                    Bound::Excluded(to.as_slice()),
+                ))
+                .map_err(|e| self.err("dropping the tables of a range", e))?;
+            // What is left (the memtables, tables shared with keys outside the range) is
+            // deleted key by key, a page per atomic batch.
+            loop {
+                let mut batch = o.db.batch();
+                let mut n = 0;
+                for item in o.kv.range(from.clone()..to.clone()).take(super::PAGE_SIZE) {
+                    let (key, _) = item.into_inner().map_err(|e| self.err("a range scan", e))?;
+                    batch.remove(&o.kv, key);
+                    n += 1;
+                }
+                if n > 0 {
+                    let _w = self.writer();
+                    batch
+                        .commit()
+                        .map_err(|e| self.err("deleting what is left of a range", e))?;
+                }
+                if n < super::PAGE_SIZE {
+                    return Ok(());
+                }
+            }
+        })
+    }
+
     fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Result<Vec<KeyValue>> {
         self.with_open(|o| {
             if is_empty_range(start, end) {
@@ -647,6 +688,60 @@ mod tests {
     fn batches() {
         let (s, dir) = open("batches");
         common::check_batches(&s);
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn drop_range() {
+        let (s, dir) = open("drop-range");
+        common::check_drop_range(&s);
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_dropped_range_takes_its_tables_whole_without_tombstones() {
+        let (s, dir) = open("drop-whole");
+        let tree = |s: &PersistentKeyValueStore| {
+            let guard = s.read();
+            let kv = &guard.as_ref().unwrap().kv;
+            (kv.tree.table_count(), kv.tree.tombstone_count())
+        };
+        // Four segments of 2,000 keys, each flushed to tables of its own (as a segment's
+        // writes are, written while its time is the stream's).
+        for segment in 0..4u64 {
+            let pairs = (0..2000u64)
+                .map(|k| {
+                    (
+                        [segment.to_be_bytes(), k.to_be_bytes()].concat(),
+                        vec![7u8; 100],
+                    )
+                })
+                .collect();
+            s.put_all(pairs).unwrap();
+            let guard = s.read();
+            guard
+                .as_ref()
+                .unwrap()
+                .kv
+                .rotate_memtable_and_wait()
+                .unwrap();
+        }
+        let (tables, _) = tree(&s);
+        assert!(tables >= 4, "{tables} tables");
+        s.drop_range(&1u64.to_be_bytes(), &3u64.to_be_bytes())
+            .unwrap();
+        let (after, tombstones) = tree(&s);
+        assert_eq!(tombstones, 0, "the dropped keys were deleted one by one");
+        assert!(after < tables, "{after} tables left of {tables}");
+        assert_eq!(s.approximate_num_entries().unwrap(), 4000);
+        assert!(s
+            .get(&[1u64.to_be_bytes(), 5u64.to_be_bytes()].concat())
+            .unwrap()
+            .is_none());
+        let kept = [3u64.to_be_bytes(), 5u64.to_be_bytes()].concat();
+        assert_eq!(s.get(&kept).unwrap(), Some(vec![7u8; 100]));
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }
