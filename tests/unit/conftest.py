@@ -1,4 +1,5 @@
-"""Fixtures of the unit tests: real ``confluent_kafka.Message`` objects from an in-process broker.
+"""Fixtures of the unit tests: real ``confluent_kafka.Message`` objects from an in-process broker,
+and byte stores of both kinds (``make_store``).
 
 librdkafka ships a mock cluster (``test.mock.num.brokers``) that speaks the Kafka protocol on
 a local port, inside the client process: no JVM, no network, about a millisecond per call. The
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
+
+from streamstate.state.stores import InMemoryKeyValueStore, PersistentKeyValueStore
 
 # librdkafka logs at NOTICE that the mock cluster replaces bootstrap.servers; keep stderr quiet.
 _QUIET = {"log_level": 3}
@@ -86,3 +91,23 @@ def mock_kafka() -> Iterator[MockKafka]:
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(params=["memory", "persistent"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], Any]]:
+    """A factory of open byte stores of one kind (each kind a parameter); every store it made
+    is closed afterwards."""
+    made: list[Any] = []
+
+    def make(name: str = "s") -> Any:
+        store: Any
+        if request.param == "memory":
+            store = InMemoryKeyValueStore(name)
+        else:
+            store = PersistentKeyValueStore(name, tmp_path / name)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()

@@ -5,8 +5,7 @@ records wrote to)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from streamstate.dsl.stores import SessionStore, StoreSerdes, WindowStore, segment_interval
 from streamstate.dsl.windows import Window, Windowed
 from streamstate.serde import Serdes
-from streamstate.state.stores import InMemoryKeyValueStore, PersistentKeyValueStore
 from streamstate.state.transaction_buffer import TransactionBuffer
 
 RETENTION = 120_000  # a segment per minute (Kafka's floor)
@@ -41,16 +39,9 @@ class CountingDrops:
         return getattr(self.inner, name)
 
 
-@pytest.fixture(params=["memory", "persistent"])
-def byte_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    made: Any = (
-        InMemoryKeyValueStore("w")
-        if request.param == "memory"
-        else PersistentKeyValueStore("w", tmp_path / "w")
-    )
-    yield made
-    if made.is_open():
-        made.close()
+@pytest.fixture
+def byte_store(make_store: Callable[[str], Any]) -> Any:
+    return make_store("w")
 
 
 def serdes() -> StoreSerdes:

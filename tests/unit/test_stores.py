@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +24,6 @@ from streamstate import (
 from streamstate import stores as stores_module
 
 Store = Any  # either store class; both have the same methods
-
-
-@pytest.fixture(params=["memory", "persistent"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], Store]]:
-    """A factory of open stores of one kind; every store it made is closed afterwards."""
-    made: list[Store] = []
-
-    def make(name: str = "s") -> Store:
-        store: Store
-        if request.param == "memory":
-            store = InMemoryKeyValueStore(name)
-        else:
-            store = PersistentKeyValueStore(name, tmp_path / name)
-        made.append(store)
-        return store
-
-    yield make
-    for store in made:
-        store.close()
 
 
 @pytest.fixture

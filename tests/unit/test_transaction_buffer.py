@@ -4,7 +4,7 @@ transactional error classification, and the persisted process id."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +13,12 @@ from confluent_kafka import KafkaError
 
 from streamstate.app.state_directory import PROCESS_FILE, process_id
 from streamstate.clients.kafka_errors import TransactionErrorKind, classify_transaction
-from streamstate.state.stores import InMemoryKeyValueStore, PersistentKeyValueStore
 from streamstate.state.transaction_buffer import TransactionBuffer
 
 
-@pytest.fixture(params=["memory", "persistent"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    made: Any = (
-        InMemoryKeyValueStore("s")
-        if request.param == "memory"
-        else PersistentKeyValueStore("s", tmp_path / "s")
-    )
-    yield made
-    if made.is_open():
-        made.close()
+@pytest.fixture
+def store(make_store: Callable[[str], Any]) -> Any:
+    return make_store("s")
 
 
 def test_reads_see_uncommitted_writes_and_the_store_does_not(store: Any) -> None:
