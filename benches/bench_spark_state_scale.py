@@ -37,8 +37,7 @@ from typing import Any
 
 import pytest
 from benches._common import QUICK, size
-from benches.bench_spark_streaming import PARTITIONS, _click_topology, _produce
-from pyspark.sql import functions as F
+from benches.bench_spark_streaming import PARTITIONS, _click_topology, _produce, run_to_end
 
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.spark import process
@@ -83,19 +82,7 @@ def _run(
         reader = reader.option("maxOffsetsPerTrigger", max_offsets)
     source = reader.load()
     config = {"application.id": "bench-state-scale", "bootstrap.servers": kafka.bootstrap_servers}
-    out = process(source, _click_topology(topic), config).observe(
-        "bench_rows", F.count(F.lit(1)).alias("rows")
-    )
-    query = (
-        out.writeStream.format("noop")
-        .option("checkpointLocation", str(checkpoint))
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(str(query.exception()))
+    query = run_to_end(process(source, _click_topology(topic), config), str(checkpoint))
     progress = [p for p in query.recentProgress if p.numInputRows]
     rows = sum(int(p.observedMetrics["bench_rows"]["rows"]) for p in progress)
     return rows, sum(int(p.durationMs["triggerExecution"]) for p in progress)

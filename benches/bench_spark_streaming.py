@@ -114,20 +114,28 @@ def _source(spark: Any, kafka: KafkaTestCluster, topic: str, n: int) -> Any:
     )
 
 
+def run_to_end(out: Any, checkpoint: str) -> Any:
+    """Runs the streaming DataFrame ``out`` into the ``noop`` sink to the end of its input
+    (``Trigger.AvailableNow``) from ``checkpoint``, observing the rows it produces as
+    ``bench_rows``; the finished query (raises if it failed)."""
+    query = (
+        out.observe("bench_rows", F.count(F.lit(1)).alias("rows"))
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .outputMode("append")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return query
+
+
 def _run(build: Callable[[], Any]) -> int:
     """Runs the query ``build()`` returns to the end of its topic; the rows it produced."""
-    out = build().observe("bench_rows", F.count(F.lit(1)).alias("rows"))
     with tempfile.TemporaryDirectory(prefix="bench-streaming-") as checkpoint:
-        query = (
-            out.writeStream.format("noop")
-            .option("checkpointLocation", checkpoint)
-            .outputMode("append")
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(str(query.exception()))
+        query = run_to_end(build(), checkpoint)
         return sum(
             int(p.observedMetrics["bench_rows"]["rows"])
             for p in query.recentProgress
