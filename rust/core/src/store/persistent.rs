@@ -519,12 +519,16 @@ impl KeyValueStore for PersistentKeyValueStore {
                 ))
                 .map_err(|e| self.err("dropping the tables of a range", e))?;
             // What is left (the memtables, tables shared with keys outside the range) is
-            // deleted key by key, a page per atomic batch.
+            // deleted key by key, a page per atomic batch; each page starts after the last
+            // key deleted, not over the tombstones just written.
+            let mut start = Bound::Included(from);
             loop {
                 let mut batch = o.db.batch();
                 let mut n = 0;
-                for item in o.kv.range(from.clone()..to.clone()).take(super::PAGE_SIZE) {
+                let range = (start.clone(), Bound::Excluded(to.clone()));
+                for item in o.kv.range::<Vec<u8>, _>(range).take(super::PAGE_SIZE) {
                     let (key, _) = item.into_inner().map_err(|e| self.err("a range scan", e))?;
+                    start = Bound::Excluded(key.to_vec());
                     batch.remove(&o.kv, key);
                     n += 1;
                 }
