@@ -32,10 +32,12 @@
 // The JVM settings are the driver's (see benches/_kstreams.py): a fixed heap and G1.
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -142,6 +144,35 @@ final class BenchSupport {
         }
         Files.createDirectories(dir);
         return dir;
+    }
+
+    private static Path driverStateDir;
+
+    /** The state directory of this JVM's TopologyTestDrivers: a fresh temporary one, deleted when
+     *  the JVM exits. Without it a driver uses `<java.io.tmpdir>/kafka-streams/<application.id>`,
+     *  shared by every process on the machine: two oracles of one fixed application.id at once
+     *  (two pytest workers, two checkouts) would use one directory, and one driver's close()
+     *  deletes the stores the other is using. */
+    static synchronized String driverStateDir() {
+        if (driverStateDir == null) {
+            Path dir;
+            try {
+                dir = Files.createTempDirectory("kstreams-oracle-");
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> deleteTree(dir)));
+            driverStateDir = dir;
+        }
+        return driverStateDir.toString();
+    }
+
+    private static void deleteTree(Path root) {
+        try (Stream<Path> paths = Files.walk(root)) {
+            paths.sorted(Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+        } catch (IOException e) {
+            System.err.println("could not delete " + root + ": " + e);
+        }
     }
 
     /** A program's body, run by {@link #main}. */

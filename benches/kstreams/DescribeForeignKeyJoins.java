@@ -177,6 +177,7 @@ public final class DescribeForeignKeyJoins {
         joined.toStream().to("output-topic");
         Properties config = new Properties();
         config.put(StreamsConfig.APPLICATION_ID_CONFIG, "fk-oracle");
+        config.put(StreamsConfig.STATE_DIR_CONFIG, BenchSupport.driverStateDir());
         config.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
         config.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         config.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);

@@ -347,7 +347,7 @@ public final class DescribeTableTableJoins {
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
-        props.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("ttj").toString());
+        props.put(StreamsConfig.STATE_DIR_CONFIG, BenchSupport.driverStateDir());
         StringBuilder json = new StringBuilder("{");
         for (Map.Entry<String, Consumer<StreamsBuilder>> program : replays().entrySet()) {
             StreamsBuilder builder = new StreamsBuilder();

@@ -81,6 +81,7 @@ public final class StreamStreamJoinScenarios {
         out.to("out", Produced.with(Serdes.String(), Serdes.String()));
         Properties props = new Properties();
         props.put("application.id", "stream-stream-join-scenarios");
+        props.put("state.dir", BenchSupport.driverStateDir());
         props.put("bootstrap.servers", "unused:9092");
         props.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", Long.parseLong(parts[5]));
         List<String> batches = new ArrayList<>();

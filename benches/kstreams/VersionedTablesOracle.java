@@ -60,6 +60,7 @@ public final class VersionedTablesOracle {
     private static Properties props() {
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, "versioned-oracle");
+        p.put(StreamsConfig.STATE_DIR_CONFIG, BenchSupport.driverStateDir());
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1");
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
