@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Kafka broker and one real local Spark session per test run.
+"""Shared fixtures: one real Kafka broker and one real local Spark session per test run (per
+worker process under pytest-xdist).
 
 The broker is started fresh in a temporary instance directory (first use resolves the Kafka jars
 with Maven; see ``streamstate.kafka_local``) and stopped at the end; set
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -42,6 +43,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for directory, marker in _SUITE_MARKERS.items():
             if directory in parents:
                 item.add_marker(marker)
+
+
+# Under pytest-xdist (``make test-python`` runs ``-n 2 --dist loadfile``) each worker process has
+# its own broker and Spark session (the session fixtures below) and runs whole units of work: a
+# test module, as ``loadfile`` makes it (its module fixtures and its tests' order as in a serial
+# run), except that tests/chaos is one unit, so that no two scenarios (SIGKILL loops, broker
+# restarts, scale-out) share the 2 cores, and tests/spark one, so that one worker alone starts a
+# Spark JVM (``local[2]``: both cores). xdist's own ``loadgroup`` cannot say this: it tags node
+# ids through an attribute pytest 9 no longer reads.
+_ONE_UNIT = ("tests/chaos/", "tests/spark/")  # node ids start at the rootdir, pyproject.toml's
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, with tests/chaos and tests/spark each one unit of work."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # noqa: PLC0415 (only when xdist runs)
+
+    class SuiteScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", maxsplit=1)[0]
+            return next((unit for unit in _ONE_UNIT if path.startswith(unit)), path)
+
+    return SuiteScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
