@@ -79,20 +79,8 @@ pub trait KeyValueStore: Send + Sync {
     /// Removes every key with `from <= key < to` (nothing if `from >= to`), the way a segmented
     /// store drops an expired segment: the persistent store drops the tables that hold only
     /// such keys whole and deletes the few others (see its implementation), the in-memory one
-    /// splits its map. The default deletes the keys a page at a time, each page atomically.
-    fn drop_range(&self, from: &[u8], to: &[u8]) -> Result<()> {
-        if from >= to {
-            return Ok(());
-        }
-        loop {
-            let page = self.scan(Bound::Included(from), Bound::Excluded(to), PAGE_SIZE)?;
-            let done = page.len() < PAGE_SIZE;
-            self.apply_batch(page.into_iter().map(|(k, _)| (k, None)).collect())?;
-            if done {
-                return Ok(());
-            }
-        }
-    }
+    /// splits its map.
+    fn drop_range(&self, from: &[u8], to: &[u8]) -> Result<()>;
 
     /// Up to `limit` entries with keys within `(start, end)`, ascending. Fewer than `limit`
     /// entries means the range is exhausted. An inverted or empty range gives none.
