@@ -125,13 +125,16 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 # fat-LTO link), and the suites spend most of their time waiting on the broker, Spark and the
 # apps they start. The unit tests go first, where the build's load costs least (no broker, no
 # timeouts); its log is shown when it ends, and the wheel's own tests run once it is built.
-# Waiting is what the suites mostly do, so two pytest-xdist workers run them (PYTEST_WORKERS), each
-# with its own broker and Spark session (tests/conftest.py's session fixtures). --dist loadfile
-# hands out whole units in the order named here (--no-loadscope-reorder): a test module is a
-# unit, tests/chaos one (its scenarios one at a time) and tests/spark one (one Spark JVM), as
-# tests/conftest.py's scheduler says; chaos and spark come before the integration modules so
-# that no long unit is left for the end.
-PYTEST_WORKERS ?= 2
+# PYTEST_WORKERS=2 runs the suites on two pytest-xdist workers, each with its own broker and
+# Spark session (tests/conftest.py's session fixtures); --dist loadfile hands out whole units in
+# the order named (--no-loadscope-reorder): a test module is a unit, tests/chaos one (its
+# scenarios one at a time) and tests/spark one (one Spark JVM), as tests/conftest.py's
+# scheduler says. Alone it takes 17-18 min where one worker takes 27, but not by default: in a
+# fresh clone the wheel's build (15 min of both cores here: cargo rebuilds every crate for it)
+# overlaps it, and under two workers plus that build three tests outran their generous waits
+# (an exactly-once word count across a SIGKILL, a foreign-key join: 90 s each), so CI runs one.
+PYTEST_WORKERS ?= 1
+PYTEST_DIST := $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 WHEEL_LOG := $(abspath dist)/wheel-build.log
 test-python: build kstreams $(VENV)/.wheel-tools ## every pytest suite: unit, integration (real Kafka), spark (real Spark), the wheel
 	$(VENV)/bin/python -m mypy.stubtest streamstate._core --mypy-config-file pyproject.toml
@@ -141,8 +144,8 @@ test-python: build kstreams $(VENV)/.wheel-tools ## every pytest suite: unit, in
 	  test -z "$$extra" || { echo "tests/ holds test modules outside its suites: $$extra"; exit 1; }
 	mkdir -p dist
 	$(MAKE) --no-print-directory wheel > $(WHEEL_LOG) 2>&1 & wheel=$$!; \
-	  status=0; $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	    tests/unit tests/chaos tests/spark tests/integration --durations=30 || status=$$?; \
+	  status=0; $(VENV)/bin/pytest $(PYTEST_DIST) tests/unit tests/chaos tests/integration \
+	    tests/spark --durations=30 || status=$$?; \
 	  wait $$wheel || { echo "make wheel failed:"; cat $(WHEEL_LOG); exit 1; }; \
 	  tail -n 3 $(WHEEL_LOG); exit $$status
 	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests/test_wheel.py
