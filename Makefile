@@ -68,18 +68,29 @@ build: $(VENV)/.deps ## (re)build the Rust extension in release mode into .venv
 
 # The wheel for clusters (README, "Building and shipping a wheel"): the `dist` profile (fat LTO),
 # OpenSSL and zlib built in (feature `vendored`), linked by zig against glibc 2.28's symbols so
-# that the wheel is manylinux_2_28 whatever glibc this machine has. zig and auditwheel come from
-# PyPI into $(VENV); maturin runs zig through `python -m ziglang` of the PATH's python. A first
-# build costs ~11 min of CPU (OpenSSL included); cargo's cache ($(CARGO_TARGET_DIR)) then
-# rebuilds what changed (a change to the binding crate: ~2 min of CPU, mostly the LTO link).
-$(VENV)/.wheel-tools: $(VENV)/.deps
-	$(PY) -m pip install -q -c constraints.txt ziglang auditwheel
+# that the wheel is manylinux_2_28 whatever glibc this machine has. A first build costs ~15 min
+# of CPU (OpenSSL included); cargo's cache ($(CARGO_TARGET_DIR)) then rebuilds what changed (a
+# change to the binding crate: ~2 min of CPU, mostly the LTO link).
+# maturin, zig (`ziglang` from PyPI) and the interpreter it builds for live in a venv of their own
+# at a fixed path in $(CACHE), not in $(VENV): maturin hands cargo compiler wrappers whose
+# directory is named by a hash of maturin's and zig's paths, and build scripts re-run when CC
+# changes, so with the tools in each clone's $(VENV) every fresh clone rebuilt all ~176 crates.
+WHEEL_TOOLS := $(CACHE)/wheel-tools
+$(WHEEL_TOOLS)/.tools: constraints.txt
+	test -x $(WHEEL_TOOLS)/bin/python || $(PYTHON) -m venv $(WHEEL_TOOLS)
+	$(WHEEL_TOOLS)/bin/python -m pip install -q -c constraints.txt maturin ziglang
+	touch $@
+
+# auditwheel in $(VENV): tests/test_wheel.py checks the wheel with it.
+$(VENV)/.wheel-tools: $(VENV)/.deps $(WHEEL_TOOLS)/.tools
+	$(PY) -m pip install -q -c constraints.txt auditwheel
 	touch $@
 
 wheel: $(VENV)/.wheel-tools ## build dist/streamstate-*.whl: abi3, manylinux_2_28, self-contained
 	rm -f dist/streamstate-*.whl
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/maturin build --profile dist --zig \
-	  --compatibility manylinux_2_28 --features vendored --locked -i $(PY) --out dist
+	PATH="$(WHEEL_TOOLS)/bin:$$PATH" $(WHEEL_TOOLS)/bin/maturin build --profile dist --zig \
+	  --compatibility manylinux_2_28 --features vendored --locked -i $(WHEEL_TOOLS)/bin/python \
+	  --out dist
 	$(VENV)/bin/auditwheel show dist/streamstate-*.whl
 
 demo: setup ## set up, start the local Kafka and run the end-to-end tour
@@ -130,9 +141,9 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 # the order named (--no-loadscope-reorder): a test module is a unit, tests/chaos one (its
 # scenarios one at a time) and tests/spark one (one Spark JVM), as tests/conftest.py's
 # scheduler says. Alone it takes 17-18 min where one worker takes 27, but not by default: in a
-# fresh clone the wheel's build (15 min of both cores here: cargo rebuilds every crate for it)
-# overlaps it, and under two workers plus that build three tests outran their generous waits
-# (an exactly-once word count across a SIGKILL, a foreign-key join: 90 s each), so CI runs one.
+# first build of the wheel (15 min of both cores here) overlaps it, and under two workers plus
+# that build three tests outran their generous waits (an exactly-once word count across a
+# SIGKILL, a foreign-key join: 90 s each), so CI runs one.
 PYTEST_WORKERS ?= 1
 PYTEST_DIST := $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 WHEEL_LOG := $(abspath dist)/wheel-build.log
