@@ -62,6 +62,7 @@ def _run_on_spark(
     out: str,
     checkpoint: Path,
     changelog: bool = False,
+    stores: str = "spark",
 ) -> Any:
     raw = (
         spark.readStream.format("kafka")
@@ -71,7 +72,7 @@ def _run_on_spark(
         .option("maxOffsetsPerTrigger", 60)
         .load()
     )
-    rows = process(raw, topology, config, changelog=changelog)
+    rows = process(raw, topology, config, changelog=changelog, stores=stores)
     # The processor sends to "click-counts"; this test keeps each run's output apart.
     redirected = rows.withColumn(
         "topic", F.when(F.col("topic") == "click-counts", F.lit(out)).otherwise(F.col("topic"))

@@ -51,7 +51,7 @@ from streamstate import (
 )
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.serde import BytesDeserializer
-from streamstate.spark import process
+from streamstate.spark import hand_over, process
 from streamstate.testing import TopologyTestDriver
 
 S = Serdes.String()
@@ -201,7 +201,7 @@ def _stream(spark: Any, kafka: KafkaTestCluster, topics: str, topology: Topology
         .option("maxOffsetsPerTrigger", 25)
         .load()
     )
-    return process(raw, topology, kw["config"], changelog=True)
+    return process(raw, topology, kw["config"], changelog=True, stores=kw["stores"])
 
 
 def _run_streaming(spark: Any, rows_df: Any, checkpoint: Path, collected: list[Any]) -> int:
@@ -223,9 +223,12 @@ def _run_streaming(spark: Any, rows_df: Any, checkpoint: Path, collected: list[A
     return sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
 
 
+@pytest.mark.parametrize("stores", ["spark", "local"])
 def test_a_dsl_program_gives_the_same_output_and_stores_on_spark_the_driver_and_an_app(
-    kafka: KafkaTestCluster, spark: Any, tmp_path: Path, apps: list[StreamsApp]
+    kafka: KafkaTestCluster, spark: Any, tmp_path: Path, apps: list[StreamsApp], stores: str
 ) -> None:
+    """``stores="local"``: the stores on the executor's disk; its changelog trails the
+    checkpoint by each task's last micro-batch, which ``hand_over`` sends to the broker."""
     clicks, users = kafka.create_topic(partitions=2), kafka.create_topic(partitions=2)
     out = {name: kafka.create_topic(partitions=2) for name in OUTPUTS}
     topology = program(clicks, users, out)
@@ -252,9 +255,20 @@ def test_a_dsl_program_gives_the_same_output_and_stores_on_spark_the_driver_and_
 
     # Spark streaming: a first run over the users alone (no click exists yet).
     spark_id = f"dsl-spark-{uuid.uuid4().hex[:6]}"
-    config = {"application.id": spark_id, "bootstrap.servers": kafka.bootstrap_servers}
+    config = {
+        "application.id": spark_id,
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "state.dir": str(tmp_path / "spark-state"),
+    }
     streamed: list[Any] = []
-    rows_df = _stream(spark, kafka, f"{clicks},{users}", program(clicks, users, out), config=config)
+    rows_df = _stream(
+        spark,
+        kafka,
+        f"{clicks},{users}",
+        program(clicks, users, out),
+        config=config,
+        stores=stores,
+    )
     _run_streaming(spark, rows_df, tmp_path / "cp", streamed)
 
     kafka.produce(clicks, clicks_data())
@@ -275,6 +289,12 @@ def test_a_dsl_program_gives_the_same_output_and_stores_on_spark_the_driver_and_
     from_app = _broker_records(kafka, app_labels)
 
     from_stream = _spark_records(streamed, _labels(spark_id, out))
+    if stores == "local":
+        hand_over(spark, str(tmp_path / "cp"), config)
+        changelogs = {t: n for t, n in _labels(spark_id, out).items() if n.startswith("changelog:")}
+        for label, keys in _broker_records(kafka, changelogs).items():
+            for key, records in keys.items():
+                from_stream.setdefault(label, {}).setdefault(key, []).extend(records)
 
     for name in OUTPUTS:
         assert from_app[name] == expected[name], name

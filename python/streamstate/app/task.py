@@ -145,6 +145,7 @@ class StreamTask:
         clock: Callable[[], int] | None = None,
         sink_limits: SinkTimestampLimits | None = None,
         refused_sends: RefusedSends | None = None,
+        store_factory: Callable[[Any], Any] | None = None,
     ) -> None:
         """Opens the task's stores; nothing is read or restored yet. ``task_id`` is the
         partition in the one-function form, a ``TaskId`` in a graph. ``position(tp)`` is the
@@ -154,7 +155,9 @@ class StreamTask:
         system clock by default; the ``TopologyTestDriver`` passes its own). With
         ``sink_limits`` a sink record whose timestamp the broker would refuse is not sent
         (``app/sink_timestamps.py``). ``refused_sends`` is the stream thread's memory of sink
-        sends the broker refused under exactly-once (``app/refused_sinks.py``)."""
+        sends the broker refused under exactly-once (``app/refused_sinks.py``).
+        ``store_factory(spec)``, if given, makes each store's bottom layer instead of a fjall
+        or in-memory store by ``spec.persistent`` (Spark's ``stores="local"``)."""
         self.task_id = task_id
         self._position = position
         self._idle_clock: Callable[[], float] = clock or _monotonic_ms
@@ -249,7 +252,9 @@ class StreamTask:
         self.store_layers: dict[str, Any] = {}
         for spec in store_specs:
             store: InMemoryKeyValueStore | PersistentKeyValueStore
-            if spec.persistent:
+            if store_factory is not None:
+                store = store_factory(spec)
+            elif spec.persistent:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 store = PersistentKeyValueStore(spec.name, self.directory / spec.name)
             else:

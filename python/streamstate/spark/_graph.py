@@ -48,7 +48,16 @@ from streamstate.spark._idling import (
     read_lags,
     wall_clock_ms,
 )
-from streamstate.spark._process import _fill, _output_row, _QueueState, _Rows, _TaskState
+from streamstate.spark._local_stores import LocalStores, LocalStoresConfig
+from streamstate.spark._process import (
+    _dump_queues,
+    _fill,
+    _load_queues,
+    _output_row,
+    _QueueState,
+    _Rows,
+    _TaskState,
+)
 from streamstate.state.stores import InMemoryKeyValueStore
 
 __all__ = ["GraphTask", "graph_task"]
@@ -65,9 +74,11 @@ def _refuse(what: str) -> TopologyError:
     return TopologyError(f"streamstate.spark.process cannot run this topology: {what}")
 
 
-def graph_task(topology: Topology, config: Mapping[str, Any], changelog: bool) -> GraphTask:
+def graph_task(
+    topology: Topology, config: Mapping[str, Any], changelog: bool, *, stores: str = "spark"
+) -> GraphTask:
     """The runner of ``topology`` (a processor graph) on Spark; raises :class:`TopologyError`
-    saying what Spark cannot run and why (see the module doc)."""
+    saying what Spark cannot run and why (see the module doc). ``stores`` is ``process``'s."""
     settings = dict(config)
     cfg = StreamsConfig.from_mapping(settings)
     topology.validate()
@@ -93,7 +104,10 @@ def graph_task(topology: Topology, config: Mapping[str, Any], changelog: bool) -
         _stores={n: dataclasses.replace(s, persistent=False) for n, s in bound.stores.items()},
     )
     changelogs = frozenset(s.changelog_topic(cfg.application_id) for s in bound.stores.values())
-    task = GraphTask(in_memory, settings, changelog, changelogs)
+    local = (
+        LocalStoresConfig.of(bound.stores, cfg, changelog, settings) if stores == "local" else None
+    )
+    task = GraphTask(in_memory, settings, changelog, changelogs, local)
     task.check_processors()
     return task
 
@@ -107,12 +121,22 @@ class GraphTask:
     settings: dict[str, Any]
     changelog: bool
     changelogs: frozenset[str]  # the stores' changelog topics
+    # stores="local": the stores on the executor's disk (_local_stores.py); None: in the cell.
+    local: LocalStoresConfig | None = None
 
-    def _task(self, partition: int, rows: Any) -> StreamTask:
+    def _task(self, partition: int, rows: Any, local: LocalStores | None = None) -> StreamTask:
         cfg = StreamsConfig.from_mapping(self.settings)
         # The wall clock: KIP-695's idle deadlines outlive the micro-batch (in the task's
         # state); it is also the processors' (the default of ProcessorTopology).
-        return StreamTask(TaskId(0, partition), self.topology, cfg, rows, {}, clock=wall_clock_ms)
+        return StreamTask(
+            TaskId(0, partition),
+            self.topology,
+            cfg,
+            rows,
+            {},
+            clock=wall_clock_ms,
+            store_factory=None if local is None else lambda spec: local.buffers[spec.name],
+        )
 
     def check_processors(self) -> None:
         """Makes the processors once (their ``init`` runs, as the ``TopologyTestDriver``
@@ -162,12 +186,25 @@ class GraphTask:
         """The ``applyInPandasWithState`` body for task ``0_<key[0]>``."""
 
         partition = int(key[0])
-        carried = _TaskState.load(state)
-        rows = _Rows() if self.changelog else _NoChangelogRows(self.changelogs)
-        task = self._task(partition, rows)
+        local: LocalStores | None = None
+        times_entries: pa.RecordBatch | None = None
+        if self.local is not None:
+            # The stores' changelog layers write nothing: the changelog rows of the local
+            # layout are the last micro-batch's writes, once Spark committed them.
+            local, queues_json, times_cell = LocalStores.from_state(self.local, partition, state)
+            carried = _TaskState({}, _load_queues(queues_json))
+            times_entries = _TaskState.load_entries(times_cell).get(_STREAM_TIMES)
+            rows: _Rows = _NoChangelogRows(self.changelogs)
+            local.send_changelog(rows)
+        else:
+            carried = _TaskState.load(state)
+            times_entries = carried.entries.get(_STREAM_TIMES)
+            rows = _Rows() if self.changelog else _NoChangelogRows(self.changelogs)
+        task = self._task(partition, rows, local)
         try:
-            for name, store in task.stores.items():
-                _fill(store, carried.entries.get(name))
+            if local is None:
+                for name, store in task.stores.items():
+                    _fill(store, carried.entries.get(name))
             by_key = {(tp.topic, tp.partition): tp for tp in task.partitions}
             queue_states: dict[tuple[str, int], _QueueState] = {}
             for tp in task.partitions:
@@ -177,7 +214,7 @@ class GraphTask:
             task.punctuate()  # makes the processors (over the filled stores), calls init
             assert task.processors is not None
             times = _stream_time_holders(task.processors.processors)
-            _set_stream_times(times, carried.entries.get(_STREAM_TIMES))
+            _set_stream_times(times, times_entries)
 
             records = batches_by_partition(frames)
             unknown = sorted({t for t, _ in records} - {t for t, _ in by_key})
@@ -228,9 +265,13 @@ class GraphTask:
                 )
                 for reason, n in task._queues[tp].dropped_records.items():
                     q.dropped[reason] = q.dropped.get(reason, 0) + n
-            kept: dict[str, Any] = dict(task.stores)
-            kept[_STREAM_TIMES] = _stream_times(times)
-            state.update(_TaskState.dump(kept, queue_states))
+            if local is not None:
+                stream_times, _ = _TaskState.dump({_STREAM_TIMES: _stream_times(times)}, {})
+                state.update((*local.next_cell(), _dump_queues(queue_states), stream_times))
+            else:
+                kept: dict[str, Any] = dict(task.stores)
+                kept[_STREAM_TIMES] = _stream_times(times)
+                state.update(_TaskState.dump(kept, queue_states))
         finally:
             task.close()
         yield _output_row(rows, queue_states, before)

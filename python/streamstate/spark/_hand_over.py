@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.task import encode_partition_time
-from streamstate.clients.config import CONSUMER_PREFIX, connection_settings
+from streamstate.clients.config import CONSUMER_PREFIX, PRODUCER_PREFIX, connection_settings
 from streamstate.errors import StreamsError
 from streamstate.records import NOT_KNOWN, TopicPartition
 
@@ -48,6 +48,9 @@ def hand_over(
             f"{checkpoint_location} is not the checkpoint of a streamstate.spark.process query "
             f"(its state has no record queues: {state.schema.simpleString()})"
         )
+    delta = _state_column(state.schema, "delta")
+    if delta is not None:
+        _send_deltas(cfg, state.select("key.partition", delta).collect())
     offsets: list[TopicPartition] = []
     committed: dict[tuple[str, int], int] = {}
     for row in state.select(queues).collect():
@@ -79,19 +82,54 @@ def hand_over(
 
 
 def _queues_column(schema: StructType) -> str | None:
-    """Where the task state's ``queues`` field is in the ``statestore`` source's rows: Spark
-    4.0 nests the state of ``applyInPandasWithState`` as ``value.groupState``."""
+    """Where the task state's ``queues`` field is in the ``statestore`` source's rows."""
+    return _state_column(schema, "queues")
+
+
+def _state_column(schema: StructType, field: str) -> str | None:
+    """Where the task state's ``field`` is in the ``statestore`` source's rows: Spark 4.0
+    nests the state of ``applyInPandasWithState`` as ``value.groupState``."""
     from pyspark.sql.types import StructType
 
     value = schema["value"].dataType if "value" in schema.fieldNames() else None
     if not isinstance(value, StructType):
         return None
-    if "queues" in value.fieldNames():
-        return "value.queues"
+    if field in value.fieldNames():
+        return f"value.{field}"
     nested = value["groupState"].dataType if "groupState" in value.fieldNames() else None
-    if isinstance(nested, StructType) and "queues" in nested.fieldNames():
-        return "value.groupState.queues"
+    if isinstance(nested, StructType) and field in nested.fieldNames():
+        return f"value.groupState.{field}"
     return None
+
+
+def _send_deltas(cfg: StreamsConfig, rows: list[Any]) -> None:
+    """Sends each task's last micro-batch of writes to its stores' changelogs (a
+    ``stores="local"`` query's changelog trails its checkpoint by that micro-batch, see
+    ``_local_stores.py``), so the app restores what the query committed. Sent again by a
+    second ``hand_over``, they are the same values: a restore converges."""
+    from confluent_kafka import Producer
+
+    from streamstate.spark._local_stores import LocalStores
+
+    producer = Producer(
+        {
+            **connection_settings(cfg.overrides.get(PRODUCER_PREFIX, {})),
+            "bootstrap.servers": cfg.bootstrap_servers,
+            "enable.idempotence": True,
+        }
+    )
+    for partition, delta in rows:
+        for topic, key, value, timestamp in LocalStores.changelog_rows_of(delta):
+            producer.produce(
+                topic, value=value, key=key, partition=int(partition), timestamp=timestamp or 0
+            )
+            producer.poll(0)
+    left = producer.flush(60)
+    if left:
+        raise StreamsError(
+            f"hand_over could not send {left} changelog records of the query's last "
+            f"micro-batch to the brokers ({cfg.bootstrap_servers}) within 60 s"
+        )
 
 
 def commit_consumer_config(cfg: StreamsConfig) -> dict[str, Any]:

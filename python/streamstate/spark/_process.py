@@ -15,7 +15,9 @@ when changelog rows are asked for), and global stores read through ``ReadOnlySto
 What a task keeps between micro-batches — every store's entries, each source partition's
 partition time, last offset and drop counts — is its state in Spark's state store, written
 with the micro-batch's checkpoint and read back by a restarted query. ``ctx.send`` and the
-changelog write rows instead of producing: Spark's Kafka sink produces them.
+changelog write rows instead of producing: Spark's Kafka sink produces them. With
+``stores="local"`` the stores are on the executor's disk instead, and the task's state holds its
+last micro-batch of writes only (``_local_stores.py``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ from streamstate.spark._idling import (
     keep_idle_deadlines,
     read_lags,
     wall_clock_ms,
+)
+from streamstate.spark._local_stores import (
+    LOCAL_STATE_DDL,
+    LocalStores,
+    LocalStoresConfig,
 )
 from streamstate.spark._metrics import DEFAULT, DROP_REASONS, observe_drops, resolve_observation
 from streamstate.spark._pyspark_compat import quiet_pandas3_warning
@@ -120,6 +127,19 @@ class _Rows:
         on_delivery: Callable[[Any, Any], None] | None = None,
     ) -> None:
         """Keeps one record (``on_delivery`` is not called: Spark's sink delivers it)."""
+        self.keep(topic, value, key, partition, timestamp=timestamp, headers=headers)
+
+    def keep(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        *,
+        timestamp: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> None:
+        """Keeps one record as an output row, whatever its topic."""
         self.topic.append(topic)
         self.partition.append(partition)
         self.key.append(key)
@@ -177,26 +197,18 @@ class _TaskState:
         if not state.exists:
             return cls({}, {})
         stores, queues = state.get
+        return cls(cls.load_entries(stores), _load_queues(queues))
+
+    @staticmethod
+    def load_entries(stores: bytes | None) -> dict[str, pa.RecordBatch]:
+        """Store name → its entries, from a cell's ``stores`` column."""
         entries: dict[str, pa.RecordBatch] = {}
         if stores:
             table = pa.Table.from_batches(read_chunk(stores), schema=_ENTRIES)
             for name in pc.unique(table.column("store")).to_pylist():
                 rows = table.filter(pc.equal(table.column("store"), name)).combine_chunks()
                 entries[name] = rows.to_batches()[0] if rows.num_rows else rows
-        carried = {
-            (q["topic"], q["partition"]): _QueueState(
-                q["partition_time"],
-                q["last_offset"],
-                dict(q["dropped"]),
-                q.get("position"),
-                q.get("lagging"),
-                q.get("held"),
-                q.get("held_from"),
-                q.get("idle_deadline"),
-            )
-            for q in json.loads(queues or "[]")
-        }
-        return cls(entries, carried)
+        return entries
 
     @staticmethod
     def dump(
@@ -218,7 +230,30 @@ class _TaskState:
             ],
             schema=_ENTRIES,
         )
-        carried = [
+        return ipc_bytes([batch], _ENTRIES).to_pybytes(), _dump_queues(queues)
+
+
+def _load_queues(queues: str | None) -> dict[tuple[str, int], _QueueState]:
+    """The record queues' carried state from a task's cell (its JSON column)."""
+    return {
+        (q["topic"], q["partition"]): _QueueState(
+            q["partition_time"],
+            q["last_offset"],
+            dict(q["dropped"]),
+            q.get("position"),
+            q.get("lagging"),
+            q.get("held"),
+            q.get("held_from"),
+            q.get("idle_deadline"),
+        )
+        for q in json.loads(queues or "[]")
+    }
+
+
+def _dump_queues(queues: Mapping[tuple[str, int], _QueueState]) -> str:
+    """The record queues' carried state as a task's cell keeps it (JSON)."""
+    return json.dumps(
+        [
             {
                 "topic": topic,
                 "partition": partition,
@@ -233,7 +268,7 @@ class _TaskState:
             }
             for (topic, partition), q in sorted(queues.items())
         ]
-        return ipc_bytes([batch], _ENTRIES).to_pybytes(), json.dumps(carried)
+    )
 
 
 def _output_row(
@@ -281,27 +316,55 @@ class _Task:
     config: StreamsConfig
     changelog: bool
     global_topics: dict[str, str]
+    # stores="local": the stores on the executor's disk (_local_stores.py); None: in the cell.
+    local: LocalStoresConfig | None = None
 
     def run(self, key: tuple[Any, ...], frames: Iterable[Any], state: Any) -> Iterator[Any]:
         """The ``applyInPandasWithState`` body for task ``key[0]``."""
 
         task_id = int(key[0])
         node = self.topology.node()
-        carried = _TaskState.load(state)
         rows = _Rows()
         stores: dict[str, InMemoryKeyValueStore] = {}
         declared: dict[str, Any] = {}
-        app_id = self.config.application_id
-        for spec in self.topology.stores.values():
-            store = InMemoryKeyValueStore(spec.name)
-            _fill(store, carried.entries.get(spec.name))
-            stores[spec.name] = store
-            wrapped: Any = store
-            if self.changelog and spec.logged:
-                changelog = spec.changelog_topic(app_id)
-                wrapped = ChangeLoggingKeyValueStore(store, rows, changelog, task_id, _ignore)  # type: ignore[arg-type]
-            if spec.name in node.stores:
-                declared[spec.name] = wrapped
+        local: LocalStores | None = None
+        if self.local is not None:
+            local, queues_json, _ = LocalStores.from_state(self.local, task_id, state)
+            carried = _TaskState({}, _load_queues(queues_json))
+            local.send_changelog(rows)
+            declared = {n: b for n, b in local.buffers.items() if n in node.stores}
+        else:
+            carried = _TaskState.load(state)
+            stores, declared = self._cell_stores(node, task_id, carried, rows)
+        try:
+            queue_states, before = self._process(
+                node, task_id, declared=declared, rows=rows, carried=carried, frames=frames
+            )
+            if local is not None:
+                state.update((*local.next_cell(), _dump_queues(queue_states), None))
+            else:
+                state.update(_TaskState.dump(stores, queue_states))
+        finally:
+            # Closed even when the micro-batch fails: a local store left open would hold its
+            # directory's lock in this Python worker, and the retry could not open it.
+            if local is not None:
+                local.close()
+            for store in stores.values():
+                store.close()
+        yield _output_row(rows, queue_states, before)
+
+    def _process(
+        self,
+        node: Any,
+        task_id: int,
+        *,
+        declared: dict[str, Any],
+        rows: _Rows,
+        carried: _TaskState,
+        frames: Iterable[Any],
+    ) -> tuple[dict[tuple[str, int], _QueueState], dict[Any, dict[str, int]]]:
+        """Runs the micro-batch's records through the processor over ``declared`` stores;
+        returns the record queues' new state and their drop counts before it."""
         if self.global_topics:
             copies = GlobalStoreCopies.for_servers(
                 self.config.bootstrap_servers,
@@ -333,10 +396,27 @@ class _Task:
             q.partition_time = group.partition_time(tp)
             for reason, n in queue.dropped_records.items():
                 q.dropped[reason] = q.dropped.get(reason, 0) + n
-        state.update(_TaskState.dump(stores, queue_states))
-        for store in stores.values():
-            store.close()
-        yield _output_row(rows, queue_states, before)
+        return queue_states, before
+
+    def _cell_stores(
+        self, node: Any, task_id: int, carried: _TaskState, rows: _Rows
+    ) -> tuple[dict[str, InMemoryKeyValueStore], dict[str, Any]]:
+        """The default layout's stores, filled from the task's cell, and the processor's view
+        of them (change-logging when changelog rows are asked for)."""
+        stores: dict[str, InMemoryKeyValueStore] = {}
+        declared: dict[str, Any] = {}
+        app_id = self.config.application_id
+        for spec in self.topology.stores.values():
+            store = InMemoryKeyValueStore(spec.name)
+            _fill(store, carried.entries.get(spec.name))
+            stores[spec.name] = store
+            wrapped: Any = store
+            if self.changelog and spec.logged:
+                changelog = spec.changelog_topic(app_id)
+                wrapped = ChangeLoggingKeyValueStore(store, rows, changelog, task_id, _ignore)  # type: ignore[arg-type]
+            if spec.name in node.stores:
+                declared[spec.name] = wrapped
+        return stores, declared
 
     def _idling(
         self,
@@ -417,6 +497,7 @@ def process(
     *,
     changelog: bool = False,
     observe: Any = DEFAULT,
+    stores: str = "spark",
 ) -> DataFrame:
     """Runs ``topology``'s processor over ``df``, a DataFrame of Spark's Kafka source.
 
@@ -436,13 +517,23 @@ def process(
     stores are read by each Spark task from their topics, brought up to the topics' end at the
     start of every micro-batch. ``observe`` reports dropped records as ``stamp`` does. A
     streaming query must use the ``append`` output mode. See ``docs/spark-streaming.md``.
+
+    ``stores`` says where the task stores live. ``"spark"`` (the default): in Spark's state
+    store, one cell per task, read and written whole by each micro-batch the task has records
+    in (its cost grows with the stores). ``"local"``: as Kafka Streams keeps them, on the
+    executor's disk under ``state.dir/<application.id>/spark/``, Spark's state store holding
+    only each task's last micro-batch of writes, so a micro-batch costs what it touches; their
+    changelog (``changelog=True``) is then the durable copy a task restores from when its disk
+    is gone (``streamstate.spark._local_stores``).
     """
+    if stores not in ("spark", "local"):
+        raise ValueError(f"stores must be 'spark' or 'local', not {stores!r}")
     task: Any
     if topology.is_graph:
         from streamstate.spark._graph import graph_task
 
         # A processor graph (the DSL's): what Spark cannot run is refused here (_graph.py).
-        task = graph_task(topology, config, changelog)
+        task = graph_task(topology, config, changelog, stores=stores)
     cfg = StreamsConfig.from_mapping(config)
     missing = [c for c in _SOURCE_COLUMNS if c not in df.columns]
     if missing:
@@ -457,7 +548,10 @@ def process(
         global_topics = {
             name: spec.topic for name, spec in topology.global_stores.items() if name in node.stores
         }
-        task = _Task(topology, cfg, changelog, global_topics)
+        local = None
+        if stores == "local":
+            local = LocalStoresConfig.of(topology.stores, cfg, changelog, config)
+        task = _Task(topology, cfg, changelog, global_topics, local)
 
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import StructType, _parse_datatype_string
@@ -468,7 +562,11 @@ def process(
             .mapInArrow(to_chunks, CHUNK_DDL)
             .groupBy("partition")
             .applyInPandasWithState(
-                task.run, _OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout
+                task.run,
+                _OUT_DDL,
+                LOCAL_STATE_DDL if stores == "local" else STATE_DDL,
+                "append",
+                GroupStateTimeout.NoTimeout,
             )
         )
         if observation is not None:
