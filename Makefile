@@ -131,20 +131,17 @@ kstreams: build ## Kafka Streams' jars and the Java peers of benches/kstreams; k
 	$(PY) -m benches._kstreams prepare
 
 # --durations: CI's log then says where make test's time goes (its budget is ~35 minutes).
-# The wheel builds in the background while every suite but the wheel's runs: on a fresh machine
-# it is ~15 minutes of CPU (OpenSSL, librdkafka and every crate again for the `dist` profile, a
-# fat-LTO link), and the suites spend most of their time waiting on the broker, Spark and the
-# apps they start. The unit tests go first, where the build's load costs least (no broker, no
-# timeouts); its log is shown when it ends, and the wheel's own tests run once it is built.
-# PYTEST_WORKERS=2 runs the suites on two pytest-xdist workers, each with its own broker and
+# The suites run on two pytest-xdist workers (PYTEST_WORKERS), each with its own broker and
 # Spark session (tests/conftest.py's session fixtures); --dist loadfile hands out whole units in
 # the order named (--no-loadscope-reorder): a test module is a unit, tests/chaos one (its
 # scenarios one at a time) and tests/spark one (one Spark JVM), as tests/conftest.py's
-# scheduler says. Alone it takes 17-18 min where one worker takes 27, but not by default: in a
-# first build of the wheel (15 min of both cores here) overlaps it, and under two workers plus
-# that build three tests outran their generous waits (an exactly-once word count across a
-# SIGKILL, a foreign-key join: 90 s each), so CI runs one.
-PYTEST_WORKERS ?= 1
+# scheduler says: 17-18 min here, where one worker takes 27. The wheel is built first, then: two
+# workers keep both cores busy, and with the wheel's build beside them (15 min of both cores on
+# a machine whose cargo cache is cold; ~2 min once warm, `wheel`) three tests outran their
+# generous waits (an exactly-once word count across a SIGKILL, a foreign-key join: 90 s each).
+# PYTEST_WORKERS=1 runs one worker with the wheel building in the background meanwhile (the
+# suites spend most of their time waiting on the broker, Spark and the apps they start).
+PYTEST_WORKERS ?= 2
 PYTEST_DIST := $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 WHEEL_LOG := $(abspath dist)/wheel-build.log
 test-python: build kstreams $(VENV)/.wheel-tools ## every pytest suite: unit, integration (real Kafka), spark (real Spark), the wheel
@@ -154,11 +151,19 @@ test-python: build kstreams $(VENV)/.wheel-tools ## every pytest suite: unit, in
 	@extra="$$(ls tests/test_*.py | grep -v -x tests/test_wheel.py || true)"; \
 	  test -z "$$extra" || { echo "tests/ holds test modules outside its suites: $$extra"; exit 1; }
 	mkdir -p dist
-	$(MAKE) --no-print-directory wheel > $(WHEEL_LOG) 2>&1 & wheel=$$!; \
-	  status=0; $(VENV)/bin/pytest $(PYTEST_DIST) tests/unit tests/chaos tests/integration \
-	    tests/spark --durations=30 || status=$$?; \
+	@suites="tests/unit tests/chaos tests/integration tests/spark"; \
+	if [ -n "$(PYTEST_DIST)" ]; then \
+	  echo "make wheel (log: $(WHEEL_LOG))"; \
+	  $(MAKE) --no-print-directory wheel > $(WHEEL_LOG) 2>&1 || { cat $(WHEEL_LOG); exit 1; }; \
+	  tail -n 3 $(WHEEL_LOG); \
+	  echo "$(VENV)/bin/pytest $(PYTEST_DIST) $$suites --durations=30"; \
+	  $(VENV)/bin/pytest $(PYTEST_DIST) $$suites --durations=30; \
+	else \
+	  $(MAKE) --no-print-directory wheel > $(WHEEL_LOG) 2>&1 & wheel=$$!; \
+	  status=0; $(VENV)/bin/pytest $$suites --durations=30 || status=$$?; \
 	  wait $$wheel || { echo "make wheel failed:"; cat $(WHEEL_LOG); exit 1; }; \
-	  tail -n 3 $(WHEEL_LOG); exit $$status
+	  tail -n 3 $(WHEEL_LOG); exit $$status; \
+	fi
 	STREAMSTATE_WHEEL="$$(ls $(abspath dist)/streamstate-*.whl)" $(VENV)/bin/pytest tests/test_wheel.py
 
 # Only tests/spark here: the rest does not depend on pyspark's version, and CI's time is bounded.

@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(marker)
 
 
-# Under pytest-xdist (``make test-python PYTEST_WORKERS=2``: ``-n 2 --dist loadfile``) a worker has
+# Under pytest-xdist (``make test-python``, two workers: ``-n 2 --dist loadfile``) a worker has
 # its own broker and Spark session (the session fixtures below) and runs whole units of work: a
 # test module, as ``loadfile`` makes it (its module fixtures and its tests' order as in a serial
 # run), except that tests/chaos is one unit, so that no two scenarios (SIGKILL loops, broker
