@@ -60,6 +60,23 @@ def _frames(records: list[tuple[str, int, int]]) -> list[Any]:
     return [pa.Table.from_batches(list(to_chunks([batch]))).to_pandas()]
 
 
+def _driver_run(
+    batches: list[list[tuple[str, int, int]]], *topics: str
+) -> dict[str, list[tuple[str, bytes, bytes, int]]]:
+    """The windowed count in the ``TopologyTestDriver`` over the micro-batches' records (key,
+    offset, timestamp ms): per output topic, its records as ``_rows`` gives Spark's."""
+    with TopologyTestDriver(_windowed_count(), CONFIG) as driver:
+        clicks = driver.create_input_topic("clicks", S.serializer, S.serializer)
+        for batch in batches:
+            for key, _, ts in batch:
+                clicks.pipe_input(key, "p", ts)
+        out = {}
+        for topic in topics:
+            read = driver.create_output_topic(topic, BytesDeserializer(), BytesDeserializer())
+            out[topic] = [(topic, r.key, r.value, r.timestamp) for r in read.read_records_to_list()]
+        return out
+
+
 def _rows(frames: list[Any]) -> list[tuple[str, bytes, bytes, int]]:
     out = []
     for frame in frames:
@@ -81,13 +98,7 @@ def test_a_late_record_first_in_a_micro_batch_is_dropped_as_the_driver_drops_it(
     for records in batches:
         got += _rows(list(task.run((0,), _frames(records), state)))
 
-    with TopologyTestDriver(_windowed_count(), CONFIG) as driver:
-        clicks = driver.create_input_topic("clicks", S.serializer, S.serializer)
-        for batch in batches:
-            for key, _, ts in batch:
-                clicks.pipe_input(key, "p", ts)
-        out = driver.create_output_topic("out", BytesDeserializer(), BytesDeserializer())
-        expected = [("out", r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
+    expected = _driver_run(batches, "out")["out"]
     # The premise: the record at 5 s was dropped (window [0, 60 s) counted once).
     assert [int.from_bytes(v, "big") for _, _, v, _ in expected] == [1, 1, 2]
     assert got == expected

@@ -3,8 +3,10 @@ executor's disk, Spark's state store holding only each task's last micro-batch o
 
 The task's ``applyInPandasWithState`` body is called directly, micro-batch after micro-batch,
 with a stand-in for Spark's ``GroupState`` (a retried micro-batch is the same body called again
-with the cell Spark committed before it), against the default layout on the same records. The
-changelog's restore and ``hand_over`` run on the real broker, and a query on the real Spark.
+with the cell Spark committed before it), against the default layout and the
+``TopologyTestDriver`` on the same records; the changelog's restore runs on the real broker.
+Queries on the real Spark: ``hand_over`` in ``test_process.py``, a DSL program three ways in
+``test_process_dsl.py``, both layouts.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import collections
 import copy
 import json
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +22,23 @@ import pyarrow as pa
 import pytest
 from tests.spark._group_state import GroupState
 from tests.spark._queues import read_all
+from tests.spark.test_graph_task import CONFIG as GRAPH_CONFIG
+from tests.spark.test_graph_task import _driver_run, _windowed_count
 from tests.spark.test_graph_task import _frames as _graph_frames
 from tests.spark.test_graph_task import _rows as _graph_rows
-from tests.spark.test_graph_task import _windowed_count
-from tests.spark.test_process import _app_counts, _keys, _run_on_spark, _topics
-from tests.spark.test_process import _topology as _clicks_topology
 
-from streamstate import Serdes, StreamsApp, Topology
+from streamstate import Topology
 from streamstate.app.config import StreamsConfig
 from streamstate.errors import ProcessorStateError, StreamsError
 from streamstate.kafka_local import KafkaTestCluster
-from streamstate.serde import BytesDeserializer
-from streamstate.spark import hand_over, process
+from streamstate.spark import process
 from streamstate.spark._chunks import read_chunk, to_chunks
 from streamstate.spark._graph import graph_task
 from streamstate.spark._local_stores import LocalStores, LocalStoresConfig, local_root
 from streamstate.spark._process import _Task
 from streamstate.stores import PersistentKeyValueStore
-from streamstate.testing import TopologyTestDriver
 
 SOURCE = "clicks"
-GRAPH_CONFIG = {"application.id": "graph-task", "bootstrap.servers": "dummy:1234"}
 CHANGELOG = "graph-task-per-minute-changelog"
 
 
@@ -267,44 +264,6 @@ def test_an_unknown_store_layout_is_refused(spark: Any) -> None:
         process(df, _topology(), config, stores="disk")
 
 
-def test_hand_over_sends_the_last_micro_batch_of_a_local_query(
-    kafka: KafkaTestCluster, spark: Any, tmp_path: Path
-) -> None:
-    """A ``stores="local"`` query on Spark: its changelog trails the checkpoint by one
-    micro-batch per task, which ``hand_over`` sends; a ``StreamsApp`` then restores every
-    count the query made and continues from its offsets."""
-
-    clicks, users, out = _topics(kafka, partitions=2)
-    topology = _clicks_topology(clicks, users)
-    config = {
-        "application.id": f"handover-local-{uuid.uuid4().hex[:6]}",
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "state.dir": str(tmp_path / "app"),
-        "commit.interval.ms": 200,
-        "session.timeout.ms": 6000,
-    }
-    on_spark = _keys(0, 120)
-    kafka.produce(clicks, [(k, b"click") for k in on_spark])
-    checkpoint = tmp_path / "cp"
-    where = {"source": clicks, "out": out, "checkpoint": checkpoint}
-    query = _run_on_spark(spark, kafka, topology, config, changelog=True, stores="local", **where)
-    assert sum(1 for p in query.recentProgress if p.numInputRows) >= 2  # 60 per micro-batch
-    changelog = f"{config['application.id']}-counts-changelog"
-    # The premise: the last micro-batch's writes are in the checkpoint only.
-    assert sum(kafka.end_offsets(changelog).values()) < 120
-
-    hand_over(spark, str(checkpoint), config)
-    after = _keys(120, 80)
-    kafka.produce(clicks, [(k, b"click") for k in after])
-    app = StreamsApp(topology, config)
-    app.start()
-    try:
-        counts = _app_counts(app, 200)
-    finally:
-        app.close(60)
-    assert counts == collections.Counter(on_spark + after)
-
-
 def test_a_dsl_graph_on_local_stores_gives_the_driver_output_across_a_retried_micro_batch(
     tmp_path: Path,
 ) -> None:
@@ -326,16 +285,9 @@ def test_a_dsl_graph_on_local_stores_gives_the_driver_output_across_a_retried_mi
     for records in batches[1:]:
         got += _graph_rows(list(task.run((0,), _graph_frames(records), state)))
 
-    with TopologyTestDriver(_windowed_count(), GRAPH_CONFIG) as driver:
-        S = Serdes.String()
-        clicks = driver.create_input_topic("clicks", S.serializer, S.serializer)
-        for batch in batches:
-            for key, _, ts in batch:
-                clicks.pipe_input(key, "p", ts)
-        out = driver.create_output_topic("out", BytesDeserializer(), BytesDeserializer())
-        expected = [("out", r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
-        logged = driver.create_output_topic(CHANGELOG, BytesDeserializer(), BytesDeserializer())
-        driver_store = {r.key: (r.value, r.timestamp) for r in logged.read_records_to_list()}
+    driver = _driver_run(batches, "out", CHANGELOG)
+    expected = driver["out"]
+    driver_store = {k: (v, ts) for _, k, v, ts in driver[CHANGELOG]}
     # The premise: the record at 5 s, past its window's grace, was dropped (8 records, 7
     # updates); two windows were counted twice.
     assert [int.from_bytes(v, "big") for _, _, v, _ in expected] == [1, 1, 1, 1, 1, 2, 2]
