@@ -69,6 +69,25 @@ def test_a_dropped_range_waits_for_the_commit_and_an_abort_keeps_it(store: Any) 
     assert store.get(b"a1") is None
 
 
+def test_uncommitted_is_what_the_commit_applies_and_leaves_the_buffer_as_it_is(
+    store: Any,
+) -> None:
+    buffer = TransactionBuffer(store)
+    buffer.put(b"a", b"1")
+    buffer.put(b"b", b"2")
+    buffer.drop_range(b"b", b"c")  # discards the write of b
+    buffer.put(b"a", b"3")
+    buffer.delete(b"d")
+    drops, writes = buffer.uncommitted()
+    assert drops == [(b"b", b"c")]
+    assert writes == {b"a": b"3", b"d": None}
+    writes[b"e"] = b"4"  # a copy: the buffer is not changed through it
+    assert buffer.get(b"e") is None and len(buffer) == 2
+    assert buffer.commit() == 2
+    assert buffer.uncommitted() == ([], {})
+    assert list(store.all()) == [(b"a", b"3")]
+
+
 def test_abort_discards_every_uncommitted_write(store: Any) -> None:
     store.put(b"a", b"1")
     buffer = TransactionBuffer(store)

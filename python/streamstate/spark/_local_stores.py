@@ -38,7 +38,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +47,9 @@ from streamstate.errors import ProcessorStateError
 from streamstate.spark._chunks import ipc_bytes, read_chunk
 from streamstate.state.transaction_buffer import TransactionBuffer
 from streamstate.stores import PersistentKeyValueStore, process_next
+
+if TYPE_CHECKING:
+    from streamstate.app.config import StreamsConfig
 
 __all__ = ["DELTA_SCHEMA", "LOCAL_STATE_DDL", "LocalStores", "LocalStoresConfig", "local_root"]
 
@@ -88,7 +91,11 @@ class LocalStoresConfig:
 
     @classmethod
     def of(
-        cls, stores: Mapping[str, Any], cfg: Any, changelog: bool, settings: Mapping[str, Any]
+        cls,
+        stores: Mapping[str, Any],
+        cfg: StreamsConfig,
+        changelog: bool,
+        settings: Mapping[str, Any],
     ) -> LocalStoresConfig:
         """The configuration of a topology's ``stores`` (name → spec) for an app's ``cfg``
         (``StreamsConfig``) and ``settings`` (its mapping, for the connection settings)."""
@@ -189,14 +196,15 @@ class LocalStores:
         for name, buffer in self.buffers.items():
             topic = self._config.changelogs[name]
             timestamped = name in self._config.timestamped
-            for low, high in buffer._drops:
+            drops, writes = buffer.uncommitted()
+            for low, high in drops:
                 stores.append(name)
                 topics.append(topic)
                 keys.append(low)
                 values.append(None)
                 to_keys.append(high)
                 timestamps.append(None)
-            for key, value in buffer._writes.items():
+            for key, value in writes.items():
                 stores.append(name)
                 topics.append(topic)
                 keys.append(key)

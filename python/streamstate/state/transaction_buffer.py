@@ -147,6 +147,12 @@ class TransactionBuffer(WriteBuffer):
 
     # -- the transaction ----------------------------------------------------------------------
 
+    def uncommitted(self) -> tuple[list[tuple[bytes, bytes]], dict[bytes, bytes | None]]:
+        """What :meth:`commit` would apply: the dropped key ranges ``[from, to)``, in order, and
+        the buffered writes (key → value, ``None`` for a delete). Spark's local stores keep
+        them in the micro-batch's state instead (``spark/_local_stores.py``)."""
+        return list(self._drops), dict(self._writes)
+
     def commit(self) -> int:
         """Applies the buffer to the store (the transaction carrying these writes has
         committed): the dropped ranges first, then the writes in one atomic ``put_all``;
