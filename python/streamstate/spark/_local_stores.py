@@ -300,7 +300,7 @@ class LocalStores:
         its whole journal (up to 64 MB before it starts another: 0.75 s for 5M keys written
         through ``put_all``), so writes through the journal would make every open slower.
         Measured with 50k-key micro-batches over a 5M-key store, open to close: 1.4 s through
-        ``put_all``, 0.64 s through runs (``docs/spark-streaming.md``)."""
+        ``put_all``, 0.64 s through runs (``benches/diag_local_store_cycle.py``)."""
         if delta is not None and delta.num_rows:
             drops = pc.is_valid(delta.column("to_key"))
             for row in delta.filter(drops).to_pylist():
