@@ -32,9 +32,10 @@ from streamstate.app.config import StreamsConfig
 from streamstate.errors import ProcessorStateError, StreamsError
 from streamstate.kafka_local import KafkaTestCluster
 from streamstate.spark import process
-from streamstate.spark._chunks import read_chunk, to_chunks
+from streamstate.spark._chunks import ipc_bytes, read_chunk, to_chunks
 from streamstate.spark._graph import graph_task
-from streamstate.spark._local_stores import LocalStores, LocalStoresConfig, local_root
+from streamstate.spark._hand_over import _send_deltas
+from streamstate.spark._local_stores import DELTA_SCHEMA, LocalStores, LocalStoresConfig, local_root
 from streamstate.spark._process import _Task
 from streamstate.stores import PersistentKeyValueStore
 
@@ -299,3 +300,47 @@ def test_a_dsl_graph_on_local_stores_gives_the_driver_output_across_a_retried_mi
     assert pending  # the premise: the last micro-batch wrote
     store.update({k: (v, ts) for _, k, v, ts in pending})
     assert store == driver_store
+
+
+def _delta_bytes(topic: str, n: int) -> bytes:
+    """A cell's delta of ``n`` writes to store ``counts``, logged to ``topic``."""
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(["counts"] * n, pa.string()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([b"k%d" % i for i in range(n)], pa.binary()),
+            pa.array([b"%d" % i for i in range(n)], pa.binary()),
+            pa.array([None] * n, pa.binary()),
+            pa.array([None] * n, pa.int64()),
+        ],
+        schema=DELTA_SCHEMA,
+    )
+    return ipc_bytes([batch], DELTA_SCHEMA).to_pybytes()
+
+
+def test_hand_over_sends_a_delta_bigger_than_the_producer_queue(
+    kafka: KafkaTestCluster,
+) -> None:
+    topic = kafka.create_topic(partitions=2)
+    cfg = StreamsConfig.from_mapping(
+        {
+            "application.id": "deltas",
+            "bootstrap.servers": kafka.bootstrap_servers,
+            # The premise: a queue of 10 records for 50 of each task.
+            "producer.queue.buffering.max.messages": 10,
+        }
+    )
+    _send_deltas(cfg, [(0, _delta_bytes(topic, 50)), (1, _delta_bytes(topic, 50))])
+    got = collections.Counter(m.partition() for m in read_all(kafka, topic))
+    assert got == {0: 50, 1: 50}
+
+
+def test_hand_over_fails_naming_the_changelog_partition_the_brokers_refuse(
+    kafka: KafkaTestCluster,
+) -> None:
+    topic = kafka.create_topic(partitions=1)
+    cfg = StreamsConfig.from_mapping(
+        {"application.id": "deltas", "bootstrap.servers": kafka.bootstrap_servers}
+    )
+    with pytest.raises(StreamsError, match=rf"refused: \['{topic}\[3\]: "):
+        _send_deltas(cfg, [(3, _delta_bytes(topic, 2))])

@@ -42,7 +42,7 @@ def hand_over(
     """
     cfg = StreamsConfig.from_mapping(config)
     state = spark.read.format("statestore").load(checkpoint_location)
-    queues = _queues_column(state.schema)
+    queues = _state_column(state.schema, "queues")
     if queues is None:
         raise StreamsError(
             f"{checkpoint_location} is not the checkpoint of a streamstate.spark.process query "
@@ -81,11 +81,6 @@ def hand_over(
     return committed
 
 
-def _queues_column(schema: StructType) -> str | None:
-    """Where the task state's ``queues`` field is in the ``statestore`` source's rows."""
-    return _state_column(schema, "queues")
-
-
 def _state_column(schema: StructType, field: str) -> str | None:
     """Where the task state's ``field`` is in the ``statestore`` source's rows: Spark 4.0
     nests the state of ``applyInPandasWithState`` as ``value.groupState``."""
@@ -106,29 +101,48 @@ def _send_deltas(cfg: StreamsConfig, rows: list[Any]) -> None:
     """Sends each task's last micro-batch of writes to its stores' changelogs (a
     ``stores="local"`` query's changelog trails its checkpoint by that micro-batch, see
     ``_local_stores.py``), so the app restores what the query committed. Sent again by a
-    second ``hand_over``, they are the same values: a restore converges."""
+    second ``hand_over``, they are the same values: a restore converges. ``producer.*``
+    settings of the app's config apply; a record the brokers refuse fails the hand-over
+    (before any offset is committed) naming its topic and partition."""
     from confluent_kafka import Producer
 
     from streamstate.spark._local_stores import LocalStores
 
     producer = Producer(
         {
-            **connection_settings(cfg.overrides.get(PRODUCER_PREFIX, {})),
+            **cfg.overrides.get(PRODUCER_PREFIX, {}),
             "bootstrap.servers": cfg.bootstrap_servers,
             "enable.idempotence": True,
         }
     )
+    failed: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
     for partition, delta in rows:
         for topic, key, value, timestamp in LocalStores.changelog_rows_of(delta):
-            producer.produce(
-                topic, value=value, key=key, partition=int(partition), timestamp=timestamp or 0
-            )
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value=value,
+                        key=key,
+                        partition=int(partition),
+                        timestamp=timestamp or 0,
+                        on_delivery=delivered,
+                    )
+                    break
+                except BufferError:  # the producer's queue is full: let it drain
+                    producer.poll(0.1)
             producer.poll(0)
     left = producer.flush(60)
-    if left:
+    if left or failed:
         raise StreamsError(
-            f"hand_over could not send {left} changelog records of the query's last "
-            f"micro-batch to the brokers ({cfg.bootstrap_servers}) within 60 s"
+            f"hand_over could not send the changelog records of the query's last micro-batch "
+            f"to {cfg.bootstrap_servers}: {left} undelivered after 60 s, refused: "
+            f"{failed[:5]}{' ...' if len(failed) > 5 else ''}; no offset was committed"
         )
 
 
