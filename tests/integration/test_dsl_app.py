@@ -69,6 +69,25 @@ def read_all(
     return records
 
 
+def assert_same_records(records: list[Any], expected: collections.Counter[Any]) -> None:
+    """Fails unless ``records`` are ``expected`` as a multiset, saying how they differ in a few
+    lines (how many are missing, repeated or unexpected, and a few of each) instead of a diff of
+    tens of thousands of records."""
+    got = collections.Counter(records)
+    if got == expected:
+        return
+    missing, extra = expected - got, got - expected
+    repeated = {r: n for r, n in extra.items() if r in expected}
+    unexpected = {r: n for r, n in extra.items() if r not in expected}
+    pytest.fail(
+        f"{len(records)} records read, {sum(expected.values())} expected: "
+        f"{sum(missing.values())} missing (e.g. {sorted(missing)[:3]}), "
+        f"{sum(repeated.values())} repeated (e.g. {sorted(repeated)[:3]}), "
+        f"{sum(unexpected.values())} unexpected (e.g. {sorted(unexpected)[:3]})",
+        pytrace=False,
+    )
+
+
 def latest(records: list[tuple[Any, Any, int]]) -> dict[Any, Any]:
     """The last value per key (each key lives in one partition, so its order is kept)."""
     return {key: value for key, value, _ in records}

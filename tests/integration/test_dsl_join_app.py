@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.apps import start_app_child, wait_until
-from tests.integration.test_dsl_app import BASE, read_all
+from tests.integration.test_dsl_app import BASE, assert_same_records, read_all
 from tests.integration.test_streams_app import new_app
 
 from streamstate import Serdes, StreamsApp, StreamsBuilder, Topology, TopologyError
@@ -112,7 +112,7 @@ def test_an_enrichment_joins_every_order_exactly_over_four_partitions(
         until=lambda rs: len(rs) >= total,
         what="every enriched order",
     )
-    assert collections.Counter(records) == expected
+    assert_same_records(records, expected)
     # Every order went through the join's repartition topic.
     assert sum(kafka.end_offsets(f"{app_id}-enrich-repartition").values()) == len(orders)
 
@@ -176,7 +176,7 @@ def test_an_enrichment_under_exactly_once_joins_every_order_once_across_a_sigkil
         until=settled,
         what="every enriched order, read committed",
     )
-    assert collections.Counter(records) == expected
+    assert_same_records(records, expected)
 
 
 def _committed(kafka: KafkaTestCluster, app_id: str, topic: str) -> int:

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.integration.test_dsl_app import read_all
+from tests.integration.test_dsl_app import assert_same_records, read_all
 from tests.integration.test_dsl_join_app import _wait_committed
 from tests.integration.test_streams_app import new_app
 
@@ -121,4 +121,4 @@ def test_a_left_join_emits_unmatched_records_once_their_window_closes_across_a_r
         until=lambda rs: len(rs) >= total,
         what="every left record, joined or with None",
     )
-    assert collections.Counter(records) == expected
+    assert_same_records(records, expected)
