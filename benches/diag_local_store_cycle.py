@@ -16,14 +16,23 @@ rounds whose close took over 0.2 s (an LSM compaction the close waited for)::
 
     .venv/bin/python -m benches.diag_local_store_cycle runs 5000000 40
     .venv/bin/python -m benches.diag_local_store_cycle put_all 5000000 40
+    .venv/bin/python -m benches.diag_local_store_cycle runs 5000000 40 256
 
-Measured on 2026-11-27 (2 cores, a quiet machine), 5M keys, 40 rounds: ``put_all`` 1.41 s per
-round on average, the open growing from 0.9 to 1.4 s with the journal it replays, until fjall
-starts another journal (at 64 MB); ``runs`` 0.64 s, reads ~0.2 s and a close of ~1.55 s every
-4th round (level 0's 4 runs merged into level 1, the whole store). With fjall's level-0
-threshold raised to 16 (a one-line change to ``KeyspaceCreateOptions`` in
-``rust/core/src/store/persistent.rs``, not kept): 0.48 s, a 2.4 s close every 16th round and
-reads ~25% slower.
+The store is created with the local stores' ``level_base_bytes`` (32 MiB); a fourth argument
+gives another, in MiB (256: fjall's default).
+
+Measured on 2026-11-27 (2 cores, a quiet machine), 5M keys, 40 rounds, with fjall's default level 1:
+``put_all`` 1.41 s per round on average, the open growing from 0.9 to 1.4 s with the journal it
+replays, until fjall starts another journal (at 64 MB); ``runs`` 0.64 s, reads ~0.2 s and a close of
+~1.55 s every 4th round (level 0's 4 runs merged into level 1, the whole store). With fjall's
+level-0 threshold raised to 16 (a one-line change to ``KeyspaceCreateOptions`` in
+``rust/core/src/store/persistent.rs``, not kept): 0.48 s, a 2.4 s close every 16th round and reads
+~25% slower.
+
+Measured on 2026-11-27 (one run, 5M keys, 40 rounds, ``runs``) by level 1's size: 256 MiB (fjall's
+default) 0.78 s per round, a ~1.9 s close every 4th round (level 1 is the whole store); 64 MiB
+0.69 s (the same: the store still fits); 32 MiB 0.39 s, closes of 0.2-0.6 s; 16 MiB 0.34-0.38 s
+with reads ~20% slower. The local stores use 32 MiB (``_local_stores.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from streamstate.spark._local_stores import _LEVEL_BASE_BYTES
 from streamstate.stores import PersistentKeyValueStore, process_next
 
 READS = 50_000
@@ -56,13 +66,14 @@ def _write(store: PersistentKeyValueStore, mode: str, keys: list[bytes], value: 
     process_next(store, batch, len(keys))
 
 
-def main(mode: str, n: int, rounds: int) -> None:
-    """Builds an ``n``-key store, then runs ``rounds`` open-read-write-close cycles."""
+def main(mode: str, n: int, rounds: int, level_base_bytes: int = _LEVEL_BASE_BYTES) -> None:
+    """Builds an ``n``-key store (level 1 of ``level_base_bytes``), then runs ``rounds``
+    open-read-write-close cycles."""
     if mode not in ("runs", "put_all"):
         raise SystemExit(f"mode must be runs or put_all, not {mode!r}")
     directory = Path(tempfile.mkdtemp(prefix="diag-local-store-"))
     try:
-        with PersistentKeyValueStore("s", directory) as store:
+        with PersistentKeyValueStore("s", directory, level_base_bytes=level_base_bytes) as store:
             for start in range(0, n, 500_000):
                 keys = [b"k%08d" % i for i in range(start, min(n, start + 500_000))]
                 _write(store, mode, keys, b"1")
@@ -91,4 +102,5 @@ def main(mode: str, n: int, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    mib = int(sys.argv[4]) if len(sys.argv) > 4 else _LEVEL_BASE_BYTES // 2**20
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), mib * 2**20)

@@ -313,7 +313,9 @@ class InMemoryKeyValueStore:
 class PersistentKeyValueStore:
     """A key-value store on disk (fjall) in directory ``path``; ``flush`` makes writes durable."""
 
-    def __new__(cls, name: str, path: str | os.PathLike[str]) -> PersistentKeyValueStore: ...
+    def __new__(
+        cls, name: str, path: str | os.PathLike[str], *, level_base_bytes: int | None = None
+    ) -> PersistentKeyValueStore: ...
     @property
     def name(self) -> str: ...
     @property

@@ -223,6 +223,19 @@ def test_persistent_reopen_keeps_flushed_data(tmp_path: Path) -> None:
         assert again.persistent
 
 
+def test_a_level_base_under_4_mib_is_refused_and_a_valid_one_gives_a_working_store(
+    tmp_path: Path,
+) -> None:
+    # How the option shapes the tree (and that a reopened store keeps it) is tested in Rust
+    # (store::persistent, a_small_level_base_merges_into_small_tables_and_the_store_keeps_it).
+    with pytest.raises(ValueError, match="level_base_bytes must be at least 4194304"):
+        PersistentKeyValueStore("p", tmp_path / "p", level_base_bytes=4 * 2**20 - 1)
+    with PersistentKeyValueStore("p", tmp_path / "p", level_base_bytes=4 * 2**20) as store:
+        store.put(b"k", b"v")
+    with PersistentKeyValueStore("p", tmp_path / "p") as again:
+        assert again.get(b"k") == b"v"
+
+
 def test_close_flushes(tmp_path: Path) -> None:
     store = PersistentKeyValueStore("p", tmp_path / "p")
     store.put(b"a", b"1")

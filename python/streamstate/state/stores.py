@@ -4,8 +4,11 @@ Two store kinds, with the same methods; keys and values are ``bytes``, keys orde
 byte comparison:
 
 - ``InMemoryKeyValueStore(name)`` — an ordered map; its contents go when it is closed.
-- ``PersistentKeyValueStore(name, path)`` — on disk, in directory ``path`` (created if missing;
-  the database is ``path/fjall/``, and the directory also has room for a ``.checkpoint``).
+- ``PersistentKeyValueStore(name, path, *, level_base_bytes=None)`` — on disk, in directory
+  ``path`` (created if missing; the database is ``path/fjall/``, and the directory also has room
+  for a ``.checkpoint``). ``level_base_bytes`` (at least 4 MiB; fjall's 256 MiB by default) is
+  the size of the LSM tree's level 1, set when the store is created and kept with it: a smaller
+  one keeps each merge small as the store grows (``docs/api.md``).
   The engine is fjall, an LSM tree (``docs/stores.md`` has the measurements that chose it). As
   in Kafka Streams, whose RocksDB stores do not sync their write-ahead log, writes are atomic
   but not synced: ``flush()`` makes everything so far durable (``close()`` flushes). A crash

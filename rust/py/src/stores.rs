@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -20,7 +20,8 @@ use streamstate_core::error::CoreError;
 use streamstate_core::restore::{self, ChangelogRecord, Origin};
 use streamstate_core::store::{
     Cursor, InMemoryKeyValueStore as CoreInMemory, KeyValueStore,
-    PersistentKeyValueStore as CorePersistent, WriteOp, PAGE_SIZE,
+    PersistentKeyValueStore as CorePersistent, StoreOptions, WriteOp, MIN_LEVEL_BASE_BYTES,
+    PAGE_SIZE,
 };
 
 use crate::errors::{guard, IntoPyResult};
@@ -258,11 +259,23 @@ store_class!(
      every write flushed before.",
     {
         #[new]
-        fn new(py: Python<'_>, name: String, path: PathBuf) -> PyResult<Self> {
+        #[pyo3(signature = (name, path, *, level_base_bytes = None))]
+        fn new(
+            py: Python<'_>,
+            name: String,
+            path: PathBuf,
+            level_base_bytes: Option<u64>,
+        ) -> PyResult<Self> {
+            if let Some(bytes) = level_base_bytes.filter(|b| *b < MIN_LEVEL_BASE_BYTES) {
+                return Err(PyValueError::new_err(format!(
+                    "level_base_bytes must be at least {MIN_LEVEL_BASE_BYTES} (4 MiB), not {bytes}"
+                )));
+            }
             guard(py, || {
                 let dir = path.clone();
+                let options = StoreOptions { level_base_bytes };
                 let store = py
-                    .detach(move || CorePersistent::open(name, dir))
+                    .detach(move || CorePersistent::open_with(name, dir, options))
                     .py_err(py)?;
                 Ok(PersistentKeyValueStore {
                     inner: Arc::new(store),

@@ -23,7 +23,7 @@ mod memory;
 mod persistent;
 
 pub use memory::InMemoryKeyValueStore;
-pub use persistent::PersistentKeyValueStore;
+pub use persistent::{PersistentKeyValueStore, StoreOptions, MIN_LEVEL_BASE_BYTES};
 
 /// One key and its value.
 pub type KeyValue = (Vec<u8>, Vec<u8>);

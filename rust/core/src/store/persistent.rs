@@ -63,6 +63,43 @@ const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// partition, so the workers still add up.
 const WORKER_THREADS: usize = 1;
 
+/// fjall's level-0 threshold (its default): level 0 is merged into level 1 once it holds this
+/// many runs, and level 1's size is this many tables.
+const L0_THRESHOLD: u8 = 4;
+
+/// The smallest [`StoreOptions::level_base_bytes`]: level 1 of 4 tables of 1 MiB.
+pub const MIN_LEVEL_BASE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How a store's LSM tree is shaped, chosen when the store is created: fjall keeps a keyspace's
+/// options with it, so reopening a store keeps the shape it was created with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// The size of level 1 (RocksDB's `max_bytes_for_level_base`); `None`: fjall's default,
+    /// 4 tables of 64 MiB. Every merge of level 0 rewrites what overlaps it in level 1, and
+    /// with keys spread evenly that is all of level 1: a store that fits in level 1 is rewritten
+    /// whole by every 4th flush. A smaller level 1 pushes the data down to levels that are merged
+    /// a table at a time, so the merges stay small as the store grows. That matters to a store
+    /// whose close waits for its merges, as Spark's local stores are closed after every
+    /// micro-batch (`docs/spark-streaming.md`).
+    pub level_base_bytes: Option<u64>,
+}
+
+impl StoreOptions {
+    fn keyspace(self) -> KeyspaceCreateOptions {
+        let options = KeyspaceCreateOptions::default();
+        match self.level_base_bytes {
+            None => options,
+            Some(bytes) => options.compaction_strategy(Arc::new(
+                fjall::compaction::Leveled::default()
+                    .with_l0_threshold(L0_THRESHOLD)
+                    .with_table_target_size(
+                        bytes.max(MIN_LEVEL_BASE_BYTES) / u64::from(L0_THRESHOLD),
+                    ),
+            )),
+        }
+    }
+}
+
 /// An open database and its keyspace; dropping both releases the directory's lock.
 struct Open {
     db: Database,
@@ -164,6 +201,16 @@ impl PersistentKeyValueStore {
     /// Opens the store in directory `path`, creating the directory and an empty database if
     /// needed. Fails if another open store (in this or another process) holds the directory.
     pub fn open(name: impl Into<String>, path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(name, path, StoreOptions::default())
+    }
+
+    /// [`Self::open`], creating the store with `options` if it does not exist yet (an existing
+    /// store keeps the options it was created with).
+    pub fn open_with(
+        name: impl Into<String>,
+        path: impl AsRef<Path>,
+        options: StoreOptions,
+    ) -> Result<Self> {
         let name = name.into();
         let dir = path.as_ref().to_path_buf();
         let fail =
@@ -204,7 +251,7 @@ impl PersistentKeyValueStore {
                 )),
             })?;
         let kv = db
-            .keyspace(KEYSPACE, KeyspaceCreateOptions::default)
+            .keyspace(KEYSPACE, || options.keyspace())
             .map_err(|e| fail(format!("cannot open the store in {}: {e}", dir.display())))?;
         Ok(PersistentKeyValueStore {
             name,
@@ -746,6 +793,85 @@ mod tests {
             .is_none());
         let kept = [3u64.to_be_bytes(), 5u64.to_be_bytes()].concat();
         assert_eq!(s.get(&kept).unwrap(), Some(vec![7u8; 100]));
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// 92 bytes that fjall's block compression cannot shrink (an xorshift stream from `seed`).
+    fn incompressible(seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..92)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// Writes `segments` of 1.5 MiB whose keys interleave (each overlaps every other, as keys
+    /// spread evenly do), each flushed to a level-0 run of its own, then waits until level 0 is
+    /// merged down; returns how many tables the store has below level 0.
+    fn tables_after_merging(s: &PersistentKeyValueStore, segments: std::ops::Range<u64>) -> usize {
+        for segment in segments {
+            let pairs = (0..15_000u64)
+                .map(|k| {
+                    let key = k * 16 + segment;
+                    (key.to_be_bytes().to_vec(), incompressible(key))
+                })
+                .collect();
+            s.put_all(pairs).unwrap();
+            let guard = s.read();
+            guard
+                .as_ref()
+                .unwrap()
+                .kv
+                .rotate_memtable_and_wait()
+                .unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let guard = s.read();
+            let tree = &guard.as_ref().unwrap().kv.tree;
+            if tree.l0_run_count() < usize::from(L0_THRESHOLD) {
+                return tree.table_count() - tree.level_table_count(0).unwrap_or(0);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "level 0 was never merged"
+            );
+            drop(guard);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_small_level_base_merges_into_small_tables_and_the_store_keeps_it() {
+        let dir = tempdir("level-base");
+        let small = StoreOptions {
+            level_base_bytes: Some(MIN_LEVEL_BASE_BYTES),
+        };
+        let s = PersistentKeyValueStore::open_with("p", &dir, small).unwrap();
+        // 12 MiB, most of it merged into tables of 1 MiB.
+        let tables = tables_after_merging(&s, 0..8);
+        assert!(tables >= 5, "{tables} tables");
+        drop(s);
+        // Reopened without options: the store was created with a small level 1 and keeps it.
+        let s = PersistentKeyValueStore::open("p", &dir).unwrap();
+        let tables = tables_after_merging(&s, 8..16);
+        assert!(tables >= 10, "{tables} tables");
+        let last = 14_999u64 * 16 + 15;
+        assert_eq!(
+            s.get(&last.to_be_bytes()).unwrap(),
+            Some(incompressible(last))
+        );
+        drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // fjall's default: what was merged is one table.
+        let (s, dir) = open("level-base-default");
+        let tables = tables_after_merging(&s, 0..8);
+        assert!(tables == 1, "{tables} tables");
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }
