@@ -187,13 +187,14 @@ def test_the_cleaner_keeps_directories_of_tasks_this_instance_runs(
     kafka: KafkaTestCluster, apps: list[StreamsApp], tmp_path: Path
 ) -> None:
     """With a tiny delay the cleaner runs often; the directories of running tasks stay (and
-    their stores keep answering), those of tasks no one runs here go."""
+    their stores keep answering), those of tasks no one runs here go.
+
+    The unassigned directory is made once both tasks have processed their record (each
+    partition's task on its own schedule: one record processed says nothing of the other), so
+    the pass that deletes it is one that ran beside both running tasks."""
     source = kafka.create_topic(partitions=2)
     app_id = f"hk-{uuid.uuid4().hex[:10]}"
     app_dir = tmp_path / app_id
-    stale = app_dir / "7"
-    stale.mkdir(parents=True)
-    (stale / ".checkpoint").write_text("0\n0\n")
     config = {
         "application.id": app_id,
         "bootstrap.servers": kafka.bootstrap_servers,
@@ -203,11 +204,18 @@ def test_the_cleaner_keeps_directories_of_tasks_this_instance_runs(
     app.start()
     kafka.produce(source, [(b"a", b"1")], partition=0)
     kafka.produce(source, [(b"b", b"2")], partition=1)
-    wait_until(lambda: lookup(app, b"b", 1) == b"2", "the app processing")
+
+    def both_processed() -> bool:
+        return lookup(app, b"a", 0) == b"1" and lookup(app, b"b", 1) == b"2"
+
+    wait_until(both_processed, "the app processing both partitions")
+    stale = app_dir / "7"
+    stale.mkdir()
+    (stale / ".checkpoint").write_text("0\n0\n")
     wait_until(lambda: not stale.exists(), "the cleaner deleting the unassigned directory")
     assert (app_dir / "0").is_dir() and (app_dir / "1").is_dir()
     assert (app_dir / "kafka-streams-process-metadata").is_file()
-    assert lookup(app, b"a", 0) == b"1"
+    assert both_processed()
 
 
 # --- clean_up() ------------------------------------------------------------------------------
