@@ -770,14 +770,7 @@ mod tests {
                     )
                 })
                 .collect();
-            s.put_all(pairs).unwrap();
-            let guard = s.read();
-            guard
-                .as_ref()
-                .unwrap()
-                .kv
-                .rotate_memtable_and_wait()
-                .unwrap();
+            write_table(&s, pairs);
         }
         let (tables, _) = tree(&s);
         assert!(tables >= 4, "{tables} tables");
@@ -795,6 +788,18 @@ mod tests {
         assert_eq!(s.get(&kept).unwrap(), Some(vec![7u8; 100]));
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Writes `pairs` and flushes them to tables of their own (a level-0 run).
+    fn write_table(s: &PersistentKeyValueStore, pairs: Vec<KeyValue>) {
+        s.put_all(pairs).unwrap();
+        let guard = s.read();
+        guard
+            .as_ref()
+            .unwrap()
+            .kv
+            .rotate_memtable_and_wait()
+            .unwrap();
     }
 
     /// 92 bytes that fjall's block compression cannot shrink (an xorshift stream from `seed`).
@@ -821,14 +826,7 @@ mod tests {
                     (key.to_be_bytes().to_vec(), incompressible(key))
                 })
                 .collect();
-            s.put_all(pairs).unwrap();
-            let guard = s.read();
-            guard
-                .as_ref()
-                .unwrap()
-                .kv
-                .rotate_memtable_and_wait()
-                .unwrap();
+            write_table(s, pairs);
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
