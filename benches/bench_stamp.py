@@ -178,7 +178,7 @@ def test_rust_and_python_agree() -> None:
 
 @pytest.fixture(scope="module")
 def spark_session(request: pytest.FixtureRequest) -> Iterator[Any]:
-    session = local_session(app_name="streamstate-bench-stamp")
+    session = local_session(app_name="streamstate-bench-stamp", shuffle_partitions=2)
     yield session
 
 

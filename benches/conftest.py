@@ -38,7 +38,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A real local Spark session (``local[2]``) with Spark's Kafka connector."""
-    session = local_session(app_name="streamstate-benches")
+    # Two shuffle partitions: the benches' topics have two partitions (their figures assume it).
+    session = local_session(app_name="streamstate-benches", shuffle_partitions=2)
     try:
         yield session
     finally:

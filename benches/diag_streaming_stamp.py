@@ -51,7 +51,7 @@ STAMP_ARGS: dict[str, Any] = {
 def main(n: int, only: list[str] | None, rounds: int) -> None:
     """Produces ``n`` events, then times each variant ``rounds`` times."""
     kafka = KafkaTestCluster.from_env_or_start(Path(tempfile.mkdtemp()))
-    spark = local_session(app_name="diag-streaming-stamp")
+    spark = local_session(app_name="diag-streaming-stamp", shuffle_partitions=2)
     topic = kafka.create_topic(f"diag-{uuid.uuid4().hex[:8]}", partitions=PARTITIONS)
     _produce(kafka.bootstrap_servers, topic, (_event(i) for i in range(n)))
 

@@ -102,7 +102,9 @@ def apps() -> Iterator[list[StreamsApp]]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A real local Spark session (``local[2]``) with Spark's Kafka connector."""
-    session = local_session(app_name="streamstate-tests")
+    # Two shuffle partitions: the suites' topics have two partitions or fewer, and Spark's 200
+    # would schedule ~200 mostly empty tasks per stateful micro-batch on 2 cores.
+    session = local_session(app_name="streamstate-tests", shuffle_partitions=2)
     try:
         yield session
     finally:

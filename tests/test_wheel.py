@@ -124,7 +124,7 @@ def test_spark_workers_run_the_wheel(wheel_venv: Path) -> None:
         from streamstate.serde import LongDeserializer
         from streamstate.spark import kafka_source_schema, local_session, stamp
 
-        spark = local_session("local[1]", app_name="streamstate-wheel")
+        spark = local_session("local[1]", app_name="streamstate-wheel", shuffle_partitions=1)
         ts = datetime(2024, 1, 1, tzinfo=timezone.utc)
         rows = [(None, (40 + i).to_bytes(8, "big"), "t", 0, i, ts) for i in range(3)]
         df = spark.createDataFrame(rows, kafka_source_schema())

@@ -42,7 +42,8 @@ def _demo(args: argparse.Namespace) -> int:
         cluster = KafkaTestCluster(broker.start(), broker=None)
         print(f"  Kafka {broker.version} at {cluster.bootstrap_servers}")
     print("starting a local Spark session (local[2]) with Spark's Kafka connector ...")
-    spark = local_session(app_name="streamstate-demo")
+    # The tour's topics have two partitions: one stateful task each (docs/spark-streaming.md).
+    spark = local_session(app_name="streamstate-demo", shuffle_partitions=2)
     try:
         print(f"  Spark {spark.version}")
         if args.end_to_end:

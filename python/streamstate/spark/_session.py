@@ -73,13 +73,21 @@ def local_session(
     *,
     app_name: str = "streamstate",
     extra_conf: dict[str, Any] | None = None,
+    shuffle_partitions: int | None = None,
 ) -> SparkSession:
     """A ``SparkSession`` on this machine, configured for streamstate.
 
     It carries the Kafka connector, runs Python workers with *this* interpreter (otherwise Spark
-    starts the system ``python3``, which lacks the extension), keeps logs quiet and uses few
-    shuffle partitions, as suits a small machine.
+    starts the system ``python3``, which lacks the extension) and keeps logs quiet.
+
+    ``shuffle_partitions`` sets ``spark.sql.shuffle.partitions``; by default it is left as it is
+    (Spark's 200, or what ``extra_conf`` or the session already has). It matters to a streaming
+    query: the partitions of ``process()``'s stateful operator are fixed in the checkpoint when
+    the query first starts, so they bound its parallelism for good; the number of the source's
+    Kafka partitions suits it (``docs/spark-streaming.md``, "Parallelism").
     """
+    if shuffle_partitions is not None and shuffle_partitions < 1:
+        raise ValueError(f"shuffle_partitions must be at least 1, not {shuffle_partitions}")
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -94,7 +102,6 @@ def local_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .config("spark.sql.session.timeZone", "UTC")
@@ -106,6 +113,8 @@ def local_session(
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
