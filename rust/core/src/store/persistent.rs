@@ -866,10 +866,11 @@ mod tests {
         );
         drop(s);
         std::fs::remove_dir_all(&dir).unwrap();
-        // fjall's default: what was merged is one table.
+        // fjall's default: what was merged stays in one or two tables (of up to 64 MiB), against
+        // at least 5 above.
         let (s, dir) = open("level-base-default");
         let tables = tables_after_merging(&s, 0..8);
-        assert!(tables == 1, "{tables} tables");
+        assert!(tables <= 2, "{tables} tables");
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }
