@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException
 
 from streamstate.app.config import StreamsConfig
 from streamstate.app.task import encode_partition_time
-from streamstate.clients.config import CONSUMER_PREFIX, PRODUCER_PREFIX, connection_settings
+from streamstate.clients.config import CONSUMER_PREFIX, connection_settings, producer_config
 from streamstate.errors import StreamsError
 from streamstate.records import NOT_KNOWN, TopicPartition
 
@@ -109,11 +109,11 @@ def _send_deltas(cfg: StreamsConfig, rows: list[Any]) -> None:
     from streamstate.spark._local_stores import LocalStores
 
     producer = Producer(
-        {
-            **cfg.overrides.get(PRODUCER_PREFIX, {}),
-            "bootstrap.servers": cfg.bootstrap_servers,
-            "enable.idempotence": True,
-        }
+        producer_config(
+            cfg.bootstrap_servers,
+            client_id=f"{cfg.application_id}-hand-over",
+            overrides=cfg.overrides,
+        )
     )
     failed: list[str] = []
 
