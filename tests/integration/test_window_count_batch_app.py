@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import random
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ from streamstate.kafka_local import KafkaTestCluster
 STRING = Serdes.String()
 LONG = Serdes.Long()
 MINUTE = 60_000
-BASE = 1_700_000_000_000
+# Event time two hours back, not at a fixed date: the count's changelog is
+# cleanup.policy=compact,delete with retention.ms its store's retention plus a day, and the
+# broker's retention check (every 5 minutes) deleted records years old between the app writing
+# them and the test reading them (a clean-clone CI run timed out on "every window in the
+# changelog"). Two hours: each partition's ~2,000 records span under an hour of event time, and
+# the broker refuses timestamps over an hour ahead.
+BASE = (int(time.time() * 1000) // MINUTE - 120) * MINUTE
 PARTITIONS = 4
 # The window store's own entries (its segments' bounds) are logged after every window.
 _META = b"\xff" * 8
