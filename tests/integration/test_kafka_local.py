@@ -124,6 +124,15 @@ def test_compacted_topic_config_reads_back(kafka: KafkaTestCluster) -> None:
     assert entries["retention.ms"].is_default
 
 
+def test_a_test_broker_checks_retention_once_so_old_records_stay(kafka: KafkaTestCluster) -> None:
+    # The suite's broker, started by KafkaTestCluster (STREAMSTATE_BOOTSTRAP_SERVERS unset):
+    # a windowed changelog's old records must not be deleted while a test reads them.
+    assert kafka.broker is not None, "this test needs the broker KafkaTestCluster starts"
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    entries = kafka.admin.describe_configs([resource])[resource].result(timeout=10)
+    assert int(entries["log.retention.check.interval.ms"].value) >= 365 * 24 * 3600 * 1000
+
+
 def test_delete_records_moves_the_log_start(kafka: KafkaTestCluster) -> None:
     topic = kafka.create_topic(partitions=2)
     kafka.produce(topic, [(f"k{i}", f"v{i}") for i in range(10)], partition=0)
