@@ -240,18 +240,25 @@ def test_a_fenced_producer_is_replaced_and_the_output_stays_exact(
     wait_until(lambda: local_counts(app) == dict(first), "the first records counted")
     thread = app._threads[0]
     wait_until(lambda: not thread.in_transaction, "the first records committed")
+    fenced = thread.producer
     # A zombie takes the thread's transactional.id: the app's producer is fenced at its next
     # transactional request.
-    zombie = Producer(
-        {
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "transactional.id": app.transactional_ids()[0],
-        }
+    zombie = kafka.adopt(  # closed with the test's consumers, not left to reconnect
+        Producer(
+            {
+                "bootstrap.servers": kafka.bootstrap_servers,
+                "transactional.id": app.transactional_ids()[0],
+            }
+        )
     )
     zombie.init_transactions(30)
     second = produce_counted(kafka, source, after, keys=keys)
     expected = first + second
     wait_until(lambda: thread.metrics.producers_replaced >= 1, "the fenced producer replaced")
+    assert thread.producer is not fenced
+    # Closed when replaced, as Kafka's StreamsProducer closes it (not left to reconnect).
+    with pytest.raises(RuntimeError, match="closed"):
+        fenced.flush(0)
     wait_until(lambda: local_counts(app) == dict(expected), "every record counted once")
     assert thread.is_alive()
     assert "ERROR" not in states and "PENDING_ERROR" not in states

@@ -191,6 +191,10 @@ class ThreadProducer:
                 old.purge()
             except (KafkaException, RuntimeError):
                 pass
+            # Closed now, as Kafka's StreamsProducer.resetProducer closes it: left to the
+            # garbage collector, it lived on after its tests and kept reconnecting (and logging)
+            # to their stopped brokers.
+            self._close_producer(old)
             # Fences the old producer for good and aborts its open transaction, if any.
             self.init()
             self._metrics.producers_replaced += 1
@@ -215,7 +219,10 @@ class ThreadProducer:
             kafka_call(self.producer.flush, 10)
         except (KafkaException, RuntimeError):
             pass
+        self._close_producer(self.producer)
+
+    def _close_producer(self, producer: Producer) -> None:
         try:
-            self.producer.close()
-        except Exception as exc:  # see above
+            producer.close()
+        except Exception as exc:  # see close()
             _log.debug("stream-thread [%s] closing the producer: %s", self._name, exc)
