@@ -820,8 +820,8 @@ def test_progress_is_logged_periodically(
 
     lines = progress()
     assert len(lines) >= 2, f"{len(lines)} progress lines in {calls} calls over 30 s"
-    assert calls > len(lines), "a line on every call is not periodic"
-    assert lines[1].created - lines[0].created >= 0.1 - 0.01  # logging's clock, not monotonic
+    # Periodic, not on every call (a call polls for 50 ms): logging's clock, not monotonic.
+    assert lines[1].created - lines[0].created >= 0.1 - 0.01
     assert lines[0].getMessage() == (
         f"Restoration in progress for 1 partitions. {{{topic}-0: position=0, end=100, restored=0}}"
     )
