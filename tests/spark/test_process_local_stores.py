@@ -344,3 +344,22 @@ def test_hand_over_fails_naming_the_changelog_partition_the_brokers_refuse(
     )
     with pytest.raises(StreamsError, match=rf"refused: \['{topic}\[3\]: "):
         _send_deltas(cfg, [(3, _delta_bytes(topic, 2))])
+
+
+def test_hand_over_fails_naming_a_partition_refused_at_once(kafka: KafkaTestCluster) -> None:
+    # A producer that knows the topic refuses a missing partition in produce() itself, not in
+    # a delivery report (CI met it once with the test above). The premise made to hold: a
+    # queue of 10 records for the 50 of partition 0 drains only once the producer has the
+    # topic's metadata, so partition 3's record comes after it.
+    topic = kafka.create_topic(partitions=1)
+    cfg = StreamsConfig.from_mapping(
+        {
+            "application.id": "deltas",
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "producer.queue.buffering.max.messages": 10,
+        }
+    )
+    with pytest.raises(StreamsError, match=rf"refused: \['{topic}\[3\]: .*Unknown partition"):
+        _send_deltas(cfg, [(0, _delta_bytes(topic, 50)), (3, _delta_bytes(topic, 2))])
+    # Partition 0's records were sent: a refused one does not stop the others.
+    assert len(read_all(kafka, topic)) == 50

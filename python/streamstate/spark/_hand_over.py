@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException
 from streamstate.app.config import StreamsConfig
 from streamstate.app.task import encode_partition_time
 from streamstate.clients.config import CONSUMER_PREFIX, connection_settings, producer_config
+from streamstate.clients.kafka_errors import error_text
 from streamstate.errors import StreamsError
 from streamstate.records import NOT_KNOWN, TopicPartition
 
@@ -121,23 +122,34 @@ def _send_deltas(cfg: StreamsConfig, rows: list[Any]) -> None:
         if err is not None:
             failed.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
-    for partition, delta in rows:
-        for topic, key, value, timestamp in LocalStores.changelog_rows_of(delta):
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        value=value,
-                        key=key,
-                        partition=int(partition),
-                        timestamp=timestamp or 0,
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:  # the producer's queue is full: let it drain
-                    producer.poll(0.1)
-            producer.poll(0)
-    left = producer.flush(60)
+    try:
+        for partition, delta in rows:
+            for topic, key, value, timestamp in LocalStores.changelog_rows_of(delta):
+                while True:
+                    try:
+                        producer.produce(
+                            topic,
+                            value=value,
+                            key=key,
+                            partition=int(partition),
+                            timestamp=timestamp or 0,
+                            on_delivery=delivered,
+                        )
+                        break
+                    except BufferError:  # the producer's queue is full: let it drain
+                        producer.poll(0.1)
+                    except KafkaException as exc:
+                        # Refused at once (a partition the producer's metadata lacks) rather
+                        # than in a delivery report: the same failure, reported the same way.
+                        failed.append(f"{topic}[{partition}]: {error_text(exc)}")
+                        break
+                producer.poll(0)
+        left = producer.flush(60)
+    finally:
+        # Closed now, not by the garbage collector: it would keep reconnecting meanwhile.
+        # Purged first: close() waits for every queued record, without a timeout.
+        producer.purge()
+        producer.close()
     if left or failed:
         raise StreamsError(
             f"hand_over could not send the changelog records of the query's last micro-batch "
