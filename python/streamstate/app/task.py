@@ -353,6 +353,11 @@ class StreamTask:
         """Buffers polled records of one source partition (deserialized and stamped in Rust);
         returns the partition's queue size afterwards."""
         queue = self._queues[tp]
+        last = self.end_offsets.get(tp, -1)
+        if (messages[0].offset() or 0) <= last:
+            messages = self._drop_delivered_again(tp, messages, last)
+            if not messages:
+                return len(queue)
         if self._raw is not None:
             self._raw.add(tp.topic, tp.partition, messages)
         # Recorded before admission: a failing record leaves the ones before it queued, and
@@ -360,6 +365,31 @@ class StreamTask:
         self.consumed[queue] = (messages[-1].offset() or 0) + 1
         self.end_offsets[tp] = max(self.end_offsets.get(tp, -1), messages[-1].offset() or 0)
         return int(self.group.add_raw_records(tp, messages))
+
+    def _drop_delivered_again(
+        self, tp: TopicPartition, messages: list[Message[Any, Any]], last: int
+    ) -> list[Message[Any, Any]]:
+        """``messages`` past ``last``, the highest offset this task has taken from ``tp``.
+
+        A consumer hands a partition's records over in offset order, once; the runtime seeks
+        only by replacing the task. Records at or below ``last`` are therefore a second
+        delivery of records this task already buffered or processed, which librdkafka was seen
+        to make while the member's other partitions were rebalanced (a contiguous range,
+        processed and committed twice under exactly-once): they are dropped, with a warning.
+        """
+        fresh = [m for m in messages if (m.offset() or 0) > last]
+        _log.warning(
+            "stream-task [%s] %d records of %s-%d at offsets %d..%d were delivered again by "
+            "the consumer (the task has taken up to offset %d); dropped",
+            self.task_id,
+            len(messages) - len(fresh),
+            tp.topic,
+            tp.partition,
+            messages[0].offset() or 0,
+            min(last, messages[-1].offset() or 0),
+            last,
+        )
+        return fresh
 
     def queue_size(self, tp: TopicPartition) -> int:
         """The number of records buffered for ``tp``."""
