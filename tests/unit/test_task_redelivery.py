@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from streamstate.dsl import StreamsBuilder
+from streamstate.records import TopicPartition
 from streamstate.serde import Serdes, StringSerializer
 from streamstate.testing import TopologyTestDriver
 
@@ -34,3 +35,19 @@ def test_records_delivered_again_are_dropped_not_counted_twice(
         counts = dict(driver.get_key_value_store("counts").all())
     assert counts == {"k0": 6, "k1": 5}
     assert "10 records of input-0 at offsets 0..9 were delivered again" in caplog.text
+
+
+def test_after_an_offset_reset_lower_offsets_are_new_records() -> None:
+    builder = StreamsBuilder()
+    builder.stream("input").group_by_key().count(materialized="counts")
+    with TopologyTestDriver(builder.build(), CONFIG) as driver:
+        topic = driver.create_input_topic("input", TEXT, TEXT)
+        for i in range(4):
+            topic.pipe_input("k", "v", i)
+        # auto.offset.reset moved the consumer back to the start (a re-created topic, say).
+        (task,) = driver._tasks.values()
+        task.offset_reset(TopicPartition("input", 0))
+        driver._fed["input"] = 0
+        topic.pipe_input("k", "v", 4)
+        counts = dict(driver.get_key_value_store("counts").all())
+    assert counts == {"k": 9}  # the 4 first records taken again, then the 5th

@@ -353,11 +353,16 @@ class StreamThread(threading.Thread):
         polled = split_poll(messages)
         self.fetch.reached_end(polled.end_positions)
         polled.raise_if_fatal("consumer")
-        for _, reason in polled.invalid_offsets.values():
+        id_of = self._topology.task_id
+        for (topic, partition), (_, reason) in polled.invalid_offsets.items():
             _log.warning("stream-thread [%s] consumer error: %s", self.name, reason)
+            reset = self.tasks.get(id_of(topic, partition))
+            if reset is not None:
+                # The consumer moves by auto.offset.reset, backwards too (a truncated or
+                # re-created topic): what it hands over next is no second delivery.
+                reset.offset_reset(TopicPartition(topic, partition))
         for event in polled.events:
             _log.warning("stream-thread [%s] consumer error: %s", self.name, event.error.str())
-        id_of = self._topology.task_id
         for (topic, partition), run in polled.runs.items():
             task = self.tasks.get(id_of(topic, partition))
             if task is not None:

@@ -391,6 +391,11 @@ class StreamTask:
         )
         return fresh
 
+    def offset_reset(self, tp: TopicPartition) -> None:
+        """The consumer reset its position in ``tp`` (an invalid offset, ``auto.offset.reset``):
+        records below the highest offset taken so far are new ones from now on."""
+        self.end_offsets[tp] = -1
+
     def queue_size(self, tp: TopicPartition) -> int:
         """The number of records buffered for ``tp``."""
         return len(self._queues[tp])
